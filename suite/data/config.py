@@ -1,0 +1,29 @@
+"""Typed, frozen dataset options shared by the CLI and recipes."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class DatasetConfig(BaseModel):
+    """Which examples to evaluate.
+
+    Attributes:
+        spec: ``hf:<hub name or local file/dir>``, ``builtin:<name>``, or a local path.
+        split: Split to read (``test`` by default: robustness is measured on held-out data).
+        config: Hub dataset configuration name (``sst2`` for ``glue``).
+        revision: Hub dataset revision.
+        n: Evaluate a deterministic subsample of n examples (chosen by the run seed); all if unset.
+        text_column / image_column / label_column: Column names; auto-detected when unset.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    spec: str
+    split: str = "test"
+    config: str | None = None
+    revision: str | None = None
+    n: int | None = Field(None, gt=0)
+    text_column: str | None = None
+    image_column: str | None = None
+    label_column: str | None = None

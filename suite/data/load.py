@@ -1,0 +1,199 @@
+"""Turn a :class:`DatasetConfig` into the examples one model is evaluated on.
+
+Sources: ``builtin:<name>``; ``hf:<hub name>`` through ``datasets.load_dataset``; and local
+csv/tsv/json/jsonl/parquet files or directories (a directory of such files split by file name,
+or an image folder) given as ``hf:<path>`` or a bare path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from suite.data.base import EvalSet, Example
+from suite.data.builtin import RawSplit
+from suite.data.config import DatasetConfig
+from suite.data.registry import BUILTIN_DATASETS
+from suite.errors import DataError
+from suite.models.base import Classifier
+
+TEXT_COLUMNS = ("text", "sentence", "review", "content", "document", "tweet", "utterance", "question")
+IMAGE_COLUMNS = ("image", "img", "picture", "pixel_values")
+LABEL_COLUMNS = ("label", "labels", "target", "class", "sentiment", "fine_label", "y")
+FILE_BUILDERS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+
+
+def subsample_indices(size: int, n: int | None, seed: int) -> list[int]:
+    """Rows of a deterministic subsample: the first n of a seeded permutation, in row order.
+
+    Smaller n give subsets of larger ones for the same seed.
+    """
+    if n is None or n >= size:
+        return list(range(size))
+    return sorted(int(i) for i in np.random.default_rng(seed).permutation(size)[:n])
+
+
+def load_eval_set(config: DatasetConfig, model: Classifier, seed: int) -> EvalSet:
+    """Load, subsample and check the examples of ``config`` for ``model``."""
+    scheme, sep, name = config.spec.partition(":")
+    if sep and scheme == "builtin":
+        raw, size, columns = _load_builtin(name, config, seed)
+    elif sep and scheme == "hf":
+        raw, size, columns = _load_hf(name, config, model, seed)
+    elif Path(config.spec).expanduser().exists():
+        raw, size, columns = _load_hf(config.spec, config, model, seed)
+    else:
+        raise DataError(
+            f"unknown dataset {config.spec!r}: use builtin:<name> (see `advsuite ls datasets`), "
+            "hf:<hub name or local path>, or an existing local file/dir"
+        )
+    if raw.modality != model.modality:
+        raise DataError(f"dataset {config.spec!r} holds {raw.modality} but model {model.info.spec!r} takes {model.modality}")
+    examples = [Example(i, _conform(x, model), y) for i, x, y in zip(raw.ids, raw.inputs, raw.labels)]
+    _check_labels(examples, model, config.spec)
+    return EvalSet(
+        spec=config.spec,
+        split=config.split,
+        modality=raw.modality,
+        examples=examples,
+        size=size,
+        label_names=raw.label_names,
+        fingerprint=raw.fingerprint,
+        columns=columns,
+    )
+
+
+def _load_builtin(name: str, config: DatasetConfig, seed: int) -> tuple[RawSplit, int, dict[str, str]]:
+    full = BUILTIN_DATASETS.get(name)(config.split)
+    rows = subsample_indices(len(full.ids), config.n, seed)
+    subset = RawSplit(
+        ids=[full.ids[i] for i in rows],
+        inputs=[full.inputs[i] for i in rows],
+        labels=[full.labels[i] for i in rows],
+        label_names=full.label_names,
+        modality=full.modality,
+        fingerprint=full.fingerprint,
+    )
+    return subset, len(full.ids), {}
+
+
+def _check_labels(examples: Sequence[Example], model: Classifier, spec: str) -> None:
+    for example in examples:
+        if not 0 <= example.label < model.num_classes:
+            raise DataError(
+                f"label {example.label} of example {example.id!r} in {spec!r} is out of range for "
+                f"{model.info.spec!r}, which has {model.num_classes} classes ({', '.join(model.labels[:10])})"
+            )
+
+
+def _conform(value: Any, model: Classifier) -> Any:
+    if model.modality == "text":
+        return value
+    return conform_image(value, model.input_size)
+
+
+def conform_image(image: Any, input_size: tuple[int, int, int]) -> torch.Tensor:
+    """A PIL image or C×H×W tensor as a float tensor in [0, 1] of the model's input size.
+
+    PIL images are resized (shorter side) and centre-cropped; tensors are resized bilinearly.
+    Grey images are repeated to 3 channels and colour images averaged to 1 as the model needs.
+    """
+    channels, height, width = input_size
+    if not isinstance(image, torch.Tensor):
+        from torchvision.transforms import functional as F
+
+        image = image.convert("L" if channels == 1 else "RGB")
+        image = F.center_crop(F.resize(image, min(height, width), antialias=True), [height, width])
+        return F.to_tensor(image)
+    image = image.float()
+    if image.ndim == 2:
+        image = image.unsqueeze(0)
+    if image.shape[0] != channels:
+        image = image.mean(0, keepdim=True).expand(channels, -1, -1) if channels in (1, 3) else image
+    if tuple(image.shape[1:]) != (height, width):
+        image = torch.nn.functional.interpolate(
+            image[None], size=(height, width), mode="bilinear", antialias=True, align_corners=False
+        )[0]
+    return image.clamp(0.0, 1.0).contiguous()
+
+
+def _load_hf(name: str, config: DatasetConfig, model: Classifier, seed: int) -> tuple[RawSplit, int, dict[str, str]]:
+    import datasets
+
+    dataset = _hf_split(name, config, datasets)
+    columns = dataset.column_names
+    input_kind = "image" if model.modality == "image" else "text"
+    given = config.image_column if input_kind == "image" else config.text_column
+    input_column = _pick_column(given, IMAGE_COLUMNS if input_kind == "image" else TEXT_COLUMNS, columns, input_kind, name)
+    label_column = _pick_column(config.label_column, LABEL_COLUMNS, columns, "label", name)
+    size = len(dataset)
+    rows = subsample_indices(size, config.n, seed)
+    subset = dataset.select(rows)
+    feature = dataset.features.get(label_column)
+    label_names = list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
+    labels = [_label_index(value, model, label_column, name) for value in subset[label_column]]
+    raw = RawSplit(
+        ids=[f"{config.split}-{row}" for row in rows],
+        inputs=list(subset[input_column]),
+        labels=labels,
+        label_names=label_names or list(model.labels),
+        modality=input_kind,
+        fingerprint=getattr(dataset, "_fingerprint", None) or "",
+    )
+    return raw, size, {input_kind: input_column, "label": label_column}
+
+
+def _hf_split(name: str, config: DatasetConfig, datasets: Any):
+    path = Path(name).expanduser()
+    try:
+        if path.is_file():
+            builder = FILE_BUILDERS.get(path.suffix.lower())
+            if builder is None:
+                raise DataError(f"cannot read {name!r}: unsupported file type (use {', '.join(FILE_BUILDERS)})")
+            extra = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
+            return datasets.load_dataset(builder, data_files={config.split: str(path)}, split=config.split, **extra)
+        if path.is_dir():
+            return datasets.load_dataset(str(path), split=config.split)
+        return datasets.load_dataset(name, config.config, split=config.split, revision=config.revision)
+    except DataError:
+        raise
+    except (OSError, ValueError, KeyError) as error:  # includes DatasetNotFoundError, unknown split, bad file
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise DataError(f"cannot load dataset {name!r} (split {config.split!r}): {message}") from error
+
+
+def _pick_column(given: str | None, candidates: Sequence[str], columns: Sequence[str], kind: str, name: str) -> str:
+    if given is not None:
+        if given not in columns:
+            raise DataError(f"dataset {name!r} has no column {given!r}; columns are: {', '.join(columns)}")
+        return given
+    for candidate in candidates:
+        if candidate in columns:
+            return candidate
+    flag = "--label-column" if kind == "label" else f"--{kind}-column"
+    raise DataError(
+        f"cannot find the {kind} column of dataset {name!r}; columns are: {', '.join(columns)}; pass {flag}"
+    )
+
+
+def _label_index(value: Any, model: Classifier, column: str, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        lowered = {label.lower(): i for i, label in enumerate(model.labels)}
+        if value.lower() in lowered:
+            return lowered[value.lower()]
+        if value.strip().lstrip("-").isdigit():
+            return int(value)
+    raise DataError(
+        f"label {value!r} in column {column!r} of {name!r} is neither a class index nor one of the model's "
+        f"labels ({', '.join(model.labels[:10])})"
+    )

@@ -1,0 +1,34 @@
+"""Error types.
+
+A :class:`SuiteError` is a problem with what the user asked for (unknown name, bad file, bad
+value). The CLI prints it as one line and exits with status 2; anything else is a bug and
+keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class SuiteError(Exception):
+    """A user-facing error: one line, exit code 2."""
+
+    exit_code = 2
+
+    def __str__(self) -> str:
+        # One line, whatever the message was built from.
+        return " ".join(super().__str__().split())
+
+
+class UnknownNameError(SuiteError, KeyError):
+    """A registry lookup for a name that is not registered."""
+
+
+class ConfigError(SuiteError, ValueError):
+    """A recipe, flag or option value that is not valid."""
+
+
+class DataError(SuiteError, ValueError):
+    """A dataset that cannot be read or does not fit the model."""
+
+
+class ResourceMissingError(SuiteError):
+    """An offline resource (corpus, weights) that is not in the local cache."""

@@ -1,0 +1,109 @@
+"""The one classifier interface every attack and metric talks to.
+
+Contract (see the design notes):
+
+- images enter as float tensors in [0, 1], shape N×C×H×W; the wrapper normalises;
+- texts enter as ``list[str]``; the wrapper tokenises;
+- :meth:`Classifier.logits` returns raw logits N×C (never probabilities) in eval mode, without
+  gradients unless ``grad=True`` is asked for.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+Modality = Literal["text", "image"]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Identity of a loaded model, as recorded in results.
+
+    Attributes:
+        spec: The spec the user gave (``hf:...``, ``timm:...``, ``builtin:...``).
+        revision: Hub revision / commit, or a content hash for local weights; ``None`` if unknown.
+        temperature: Served (design) temperature; 1.0 means the logits are served as computed.
+        extra: Anything else worth recording (architecture, checkpoint path).
+    """
+
+    spec: str
+    revision: str | None = None
+    temperature: float = 1.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """A display name that tells temperature-scaled models apart from their base model."""
+        return self.spec if self.temperature == 1.0 else f"{self.spec}@T={self.temperature:g}"
+
+
+class Classifier(ABC):
+    """A classifier over texts or images that returns raw logits.
+
+    Subclasses set :attr:`modality`, :attr:`labels` and :attr:`info`, and implement
+    :meth:`_forward`.
+    """
+
+    modality: Modality
+    labels: list[str]
+    info: ModelInfo
+    #: Image models only: expected input (channels, height, width) of [0, 1] pixels.
+    input_size: tuple[int, int, int] | None = None
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+    @property
+    @abstractmethod
+    def device(self) -> torch.device:
+        """Device the model runs on; image batches are moved there by :meth:`logits`."""
+
+    @abstractmethod
+    def _forward(self, batch: Any) -> torch.Tensor:
+        """Raw logits for one batch; called under the right grad mode."""
+
+    def logits(self, batch: Sequence[str] | torch.Tensor, *, grad: bool = False) -> torch.Tensor:
+        """Raw logits, shape N×C, float32.
+
+        Args:
+            batch: ``list[str]`` for text models, a float tensor in [0, 1] of shape N×C×H×W
+                for image models.
+            grad: Keep the autograd graph (image attacks ask for it); otherwise no grad.
+        """
+        with torch.set_grad_enabled(grad):
+            return self._forward(batch).float()
+
+    def predict(self, batch: Sequence[str] | torch.Tensor, batch_size: int = 64) -> torch.Tensor:
+        """Predicted class ids for a batch of any size, computed in chunks."""
+        predictions = [
+            self.logits(batch[start : start + batch_size]).argmax(dim=-1).cpu()
+            for start in range(0, len(batch), batch_size)
+        ]
+        return torch.cat(predictions) if predictions else torch.empty(0, dtype=torch.long)
+
+
+class TorchClassifier(Classifier):
+    """Shared plumbing for classifiers backed by one ``nn.Module`` kept in eval mode."""
+
+    def __init__(self, module: nn.Module, device: torch.device | str | None = None) -> None:
+        self.module = module.eval()
+        self.module.requires_grad_(False)  # attacks need input gradients only
+        self.module.to(resolve_device(device))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.module.parameters()).device
+
+
+def resolve_device(device: torch.device | str | None = None) -> torch.device:
+    """The requested device, else CUDA when present, else the CPU."""
+    if device is not None:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -1,0 +1,47 @@
+"""Temperature scaling as a wrapper, so attacks never know whether it is there.
+
+A served *design temperature* T makes the model serve ``logits / T`` (the ↑conf / ↓conf
+models of "Extreme Confidence and the Illusion of Robustness"). Predictions never change:
+dividing by T > 0 keeps the argmax.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from suite.models.base import Classifier
+
+
+class TemperatureScaled(Classifier):
+    """Serve ``base.logits(x) / temperature``.
+
+    Args:
+        base: The classifier to wrap.
+        temperature: T > 0. Temperatures compose: wrapping a T1 model with T2 serves T1·T2.
+    """
+
+    def __init__(self, base: Classifier, temperature: float) -> None:
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.base = base
+        self.temperature = float(temperature)
+        self.modality = base.modality
+        self.labels = base.labels
+        self.input_size = base.input_size
+        self.info = replace(base.info, temperature=base.info.temperature * self.temperature)
+
+    @property
+    def device(self) -> torch.device:
+        return self.base.device
+
+    def _forward(self, batch: Any) -> torch.Tensor:
+        return self.base._forward(batch) / self.temperature
+
+    def __getattr__(self, name: str) -> Any:
+        # Model-specific helpers (a text model's ``tokenize``) pass through to the base.
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
