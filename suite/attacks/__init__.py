@@ -1,0 +1,35 @@
+"""Registered attacks. Importing this package registers every attack (TextAttack itself is
+imported only when a text attack runs)."""
+
+from __future__ import annotations
+
+from suite.attacks.base import ATTACKS, Attack, AttackOutput
+from suite.attacks.image import gradient as _gradient  # noqa: F401  (registers fgm, pgd_*)
+from suite.attacks.text import recipes as _recipes  # noqa: F401  (registers deepwordbug)
+from suite.errors import ConfigError
+
+
+def build_attack(name: str, params: dict | None = None) -> Attack:
+    """Build a registered attack from its name and hyperparameters, with one-line errors."""
+    from pydantic import ValidationError
+
+    cls = ATTACKS.get(name)
+    try:
+        return cls(**(params or {}))
+    except ValidationError as error:
+        raise ConfigError(f"attack {name!r}: {format_validation_error(error)}") from error
+
+
+def format_validation_error(error) -> str:
+    """One line from a pydantic ValidationError: 'field: message; field: message'."""
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "value"
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown parameter"
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)
+
+
+__all__ = ["ATTACKS", "Attack", "AttackOutput", "build_attack", "format_validation_error"]

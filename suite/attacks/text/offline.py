@@ -95,5 +95,9 @@ def import_textattack() -> ModuleType:
     for name, existing in logging.root.manager.loggerDict.items():
         if name.startswith("suite") and isinstance(existing, logging.Logger):
             existing.disabled = False
-    logging.getLogger("textattack").setLevel(logging.WARNING)
+    # TextAttack warns that it cannot vouch for any wrapper class it does not know (ours is
+    # fine); its loggers carry their own levels and handlers, so quiet each one.
+    for name, existing in list(logging.root.manager.loggerDict.items()):
+        if name.startswith("textattack") and isinstance(existing, logging.Logger):
+            existing.setLevel(logging.ERROR)
     return textattack

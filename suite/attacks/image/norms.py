@@ -1,0 +1,70 @@
+"""Threat-model geometry shared by the gradient attacks: one class per norm.
+
+Each norm knows its random start, its steepest-ascent step, its projection onto the ε-ball and
+how to measure a perturbation. All operate per example on N×C×H×W tensors.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _per_example(values: torch.Tensor) -> torch.Tensor:
+    """Reshape a length-N vector to broadcast over N×C×H×W."""
+    return values.view(-1, 1, 1, 1)
+
+
+def project_linf(delta: torch.Tensor, eps: float) -> torch.Tensor:
+    """Closest point of the L∞ ball of radius ``eps``."""
+    return delta.clamp(-eps, eps)
+
+
+def project_l2(delta: torch.Tensor, eps: float) -> torch.Tensor:
+    """Closest point of the L2 ball of radius ``eps`` (per example)."""
+    norms = delta.flatten(1).norm(dim=1).clamp_min(1e-12)
+    return delta * _per_example((eps / norms).clamp(max=1.0))
+
+
+class Linf:
+    """L∞ threat model: ‖δ‖∞ ≤ ε."""
+
+    name = "linf"
+
+    @staticmethod
+    def random_start(shape: torch.Size, eps: float, generator: torch.Generator) -> torch.Tensor:
+        return (torch.rand(shape, generator=generator) * 2 - 1) * eps
+
+    @staticmethod
+    def step(grad: torch.Tensor, size: float) -> torch.Tensor:
+        return size * grad.sign()
+
+    project = staticmethod(project_linf)
+
+    @staticmethod
+    def measure(delta: torch.Tensor) -> torch.Tensor:
+        return delta.flatten(1).abs().amax(dim=1)
+
+
+class L2:
+    """L2 threat model: ‖δ‖₂ ≤ ε."""
+
+    name = "l2"
+
+    @staticmethod
+    def random_start(shape: torch.Size, eps: float, generator: torch.Generator) -> torch.Tensor:
+        # Uniform in the L2 ball: Gaussian direction, radius ε·U^(1/d).
+        direction = torch.randn(shape, generator=generator)
+        direction = direction / direction.flatten().norm().clamp_min(1e-12)
+        radius = eps * torch.rand((), generator=generator) ** (1.0 / direction.numel())
+        return direction * radius
+
+    @staticmethod
+    def step(grad: torch.Tensor, size: float) -> torch.Tensor:
+        norms = grad.flatten(1).norm(dim=1).clamp_min(1e-12)
+        return size * grad / _per_example(norms)
+
+    project = staticmethod(project_l2)
+
+    @staticmethod
+    def measure(delta: torch.Tensor) -> torch.Tensor:
+        return delta.flatten(1).norm(dim=1)

@@ -1,0 +1,37 @@
+"""Helpers shared by the subcommands that run tasks."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def command_line() -> str:
+    return " ".join(shlex.quote(part) for part in ["advsuite", *sys.argv[1:]])
+
+
+def run_tasks(tasks, seed: int, batch_size_for, output: Path, overwrite: bool, subdirs: bool) -> list:
+    """Prepare every task (all validation, no writes), then run them and print the table."""
+    from suite.evaluation.runner import execute, prepare
+    from suite.report.table import results_table
+
+    prepared = [
+        prepare(task, seed, batch_size_for(task), output / task.name if subdirs else output, overwrite)
+        for task in tasks
+    ]
+    results = [execute(item, command=command_line()) for item in prepared]
+    print(results_table(results))
+    print(f"\nresults: {', '.join(str(item.store.directory / 'results.json') for item in prepared)}")
+    return results

@@ -1,0 +1,88 @@
+"""``advsuite evaluate``: one model, one dataset, a list of attacks."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from suite.cli.common import positive_int, run_tasks
+
+EPILOG = """examples:
+  advsuite evaluate --model builtin:sentiment-tiny --dataset builtin:sentiment --attacks deepwordbug --n 20
+  advsuite evaluate --model builtin:digits-cnn --dataset builtin:digits --attacks pgd_linf --eps 0.1 --n 64
+  advsuite evaluate --model hf:textattack/bert-base-uncased-rotten-tomatoes --dataset hf:rotten_tomatoes --n 100
+  advsuite evaluate --model timm:resnet18.a1_in1k --dataset hf:./imagenet-val-sample --attacks pgd_linf --eps 0.0039
+"""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "evaluate", help="evaluate one model on one dataset", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", required=True, help="hf:<hub id or dir>, timm:<name or dir>, builtin:<name>")
+    parser.add_argument("--dataset", required=True, help="builtin:<name>, hf:<hub name or local file/dir>")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--n", type=positive_int, help="evaluate a seeded subsample of n examples")
+    parser.add_argument("--attacks", help="comma-separated attack names (default: deepwordbug for text, pgd_linf for images)")
+    parser.add_argument("--eps", type=float, help="perturbation budget for every attack that takes one")
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a different run in --output")
+    model = parser.add_argument_group("model options")
+    model.add_argument("--revision", help="Hub revision of an hf: model")
+    model.add_argument("--checkpoint", help="safetensors weights for a timm: model")
+    model.add_argument("--temperature", type=float, default=1.0, help="served (design) temperature T: logits / T")
+    model.add_argument("--trust-remote-code", action="store_true", help="allow Hub model code to run (off by default)")
+    model.add_argument("--device", help="cpu, cuda, cuda:1 (default: CUDA when present)")
+    data = parser.add_argument_group("dataset options")
+    data.add_argument("--dataset-config", help="Hub dataset configuration (e.g. sst2 for glue)")
+    data.add_argument("--text-column")
+    data.add_argument("--image-column")
+    data.add_argument("--label-column")
+    parser.set_defaults(handler=handle)
+
+
+def build_task(args: argparse.Namespace):
+    """The TaskConfig the flags describe (validated; one-line errors)."""
+    from pydantic import ValidationError
+
+    from suite.attacks import build_attack, format_validation_error
+    from suite.errors import ConfigError
+    from suite.evaluation.recipe import TaskConfig
+
+    attacks = [name.strip() for name in (args.attacks or "").split(",") if name.strip()]
+    configs = []
+    for name in attacks:
+        params = {}
+        if args.eps is not None:
+            if "eps" not in type(build_attack(name)).model_fields:
+                raise ConfigError(f"--eps does not apply to attack {name!r}")
+            params["eps"] = args.eps
+        configs.append({"name": name, **params})
+    model = {
+        "spec": args.model, "revision": args.revision, "checkpoint": args.checkpoint, "temperature": args.temperature,
+        "trust_remote_code": args.trust_remote_code, "device": args.device,
+    }
+    dataset = {
+        "spec": args.dataset, "split": args.split, "n": args.n, "config": args.dataset_config,
+        "text_column": args.text_column, "image_column": args.image_column, "label_column": args.label_column,
+    }
+    try:
+        return TaskConfig(name="evaluate", model=model, dataset=dataset, attacks=configs, batch_size=args.batch_size)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error)) from error
+
+
+def handle(args: argparse.Namespace) -> int:
+    from suite.evaluation.recipe import slug
+
+    task = build_task(args)
+    if args.eps is not None and not task.attacks:
+        from suite.errors import ConfigError
+
+        raise ConfigError("--eps needs --attacks (which attacks should it apply to?)")
+    output = args.output or Path("runs") / f"{slug(args.model)}__{slug(args.dataset)}-{task.fingerprint(args.seed)[:8]}"
+    run_tasks([task], args.seed, lambda _: args.batch_size, output, args.overwrite, subdirs=False)
+    return 0

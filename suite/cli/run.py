@@ -1,0 +1,36 @@
+"""``advsuite run``: run every task of a recipe."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+EPILOG = """examples:
+  advsuite run recipes/quickstart.yaml
+  advsuite run quickstart --output runs/quickstart
+  accelerate launch -m suite run recipes/quickstart.yaml
+"""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("run", help="run a recipe (YAML)", epilog=EPILOG,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("recipe", help="recipe file, or the name of a shipped recipe (advsuite ls recipes)")
+    parser.add_argument("--output", type=Path, help="output dir (default: runs/<recipe name>); one sub-dir per task")
+    parser.add_argument("--overwrite", action="store_true", help="replace different runs in the output dir")
+    parser.set_defaults(handler=handle)
+
+
+def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool) -> list:
+    from suite.cli.common import run_tasks
+    from suite.evaluation.recipe import load_recipe
+    from suite.evaluation.recipes_dir import resolve_recipe
+
+    recipe = load_recipe(resolve_recipe(recipe_ref))
+    output = output or Path("runs") / recipe.name
+    return run_tasks(recipe.tasks, recipe.seed, recipe.batch_size_for, output, overwrite, subdirs=True)
+
+
+def handle(args: argparse.Namespace) -> int:
+    run_recipe(args.recipe, args.output, args.overwrite)
+    return 0

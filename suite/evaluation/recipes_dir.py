@@ -1,0 +1,35 @@
+"""The recipes shipped with the suite (``recipes/*.yaml``), by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from suite.errors import ConfigError
+from suite.registry import Registry
+
+RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def shipped_recipes() -> Registry:
+    """A registry of shipped recipe files (name → path)."""
+    registry: Registry = Registry("recipe", list_command="advsuite ls recipes")
+    if RECIPES_DIR.is_dir():
+        for path in sorted(RECIPES_DIR.glob("*.yaml")):
+            first = next((line for line in path.read_text().splitlines() if line.startswith("description:")), "")
+            registry.add(path.stem, str(path), help=first.partition(":")[2].strip().strip("'\""))
+    return registry
+
+
+def resolve_recipe(name_or_path: str) -> Path:
+    """A recipe file from a path, or the name of a shipped recipe."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"recipe file {name_or_path!r} does not exist")
+        return path
+    registry = shipped_recipes()
+    if name_or_path not in registry:
+        from suite.errors import UnknownNameError
+
+        raise UnknownNameError(registry.unknown_message(name_or_path))
+    return Path(registry._entries[name_or_path])  # a path string, never imported
