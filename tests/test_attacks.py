@@ -1,0 +1,119 @@
+"""Attack contracts, driven by the registry: ε-ball, [0, 1] box, per-example seeding,
+batch-size invariance, and success on known-vulnerable models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from suite.attacks import ATTACKS, build_attack
+from suite.errors import ConfigError
+
+IMAGE_ATTACKS = [name for name in ATTACKS.names() if ATTACKS.get(name).modality == "image"]
+EPS = {"linf": 0.05, "l2": 0.8}
+
+
+def _correct(model, examples, n):
+    images = torch.stack([ex.input for ex in examples])
+    predictions = model.predict(images)
+    return [ex for ex, p in zip(examples, predictions) if int(p) == ex.label][:n]
+
+
+@pytest.mark.parametrize("name", IMAGE_ATTACKS)
+def test_image_attack_respects_ball_and_box(name, digits_model, digits_examples):
+    examples = _correct(digits_model, digits_examples, 48)
+    attack = build_attack(name)
+    attack = build_attack(name, {"eps": EPS[attack.threat_model]})
+    outputs = attack.run(digits_model, examples, seed=0)
+    assert len(outputs) == len(examples)
+    for example, output in zip(examples, outputs):
+        delta = output.adversarial - example.input
+        norm = delta.abs().max() if attack.threat_model == "linf" else delta.norm()
+        assert norm <= attack.eps + 1e-5
+        assert abs(norm - output.perturbation) < 1e-5
+        assert output.adversarial.min() >= 0 and output.adversarial.max() <= 1
+        # success is judged by the served model on the returned input
+        prediction = int(digits_model.logits(output.adversarial[None]).argmax())
+        assert output.prediction == prediction and output.success == (prediction != example.label)
+        assert output.queries >= 1
+    # the built-in CNN is not adversarially trained: these budgets break most examples
+    assert sum(o.success for o in outputs) / len(outputs) > 0.5
+
+
+@pytest.mark.parametrize("name", IMAGE_ATTACKS)
+def test_image_attack_is_batch_size_invariant_and_seeded(name, digits_model, digits_examples):
+    examples = _correct(digits_model, digits_examples, 24)
+    attack = build_attack(name, {"eps": 0.02 if build_attack(name).threat_model == "linf" else 0.3})
+    together = attack.run(digits_model, examples, seed=1)
+    alone = [attack.run(digits_model, [ex], seed=1)[0] for ex in examples]
+    assert [o.success for o in together] == [o.success for o in alone]
+    assert [o.queries for o in together] == [o.queries for o in alone]
+    assert [o.prediction for o in together] == [o.prediction for o in alone]
+    # Batched conv kernels round differently from single-example ones; after 20 normalised L2
+    # steps that float noise reaches ~1e-3 per pixel. Decisions above are identical.
+    for a, b in zip(together, alone):
+        torch.testing.assert_close(a.adversarial, b.adversarial, atol=2e-3, rtol=0)
+    again = attack.run(digits_model, examples[::-1], seed=1)[::-1]
+    assert [o.success for o in again] == [o.success for o in together]
+    for a, b in zip(together, again):
+        torch.testing.assert_close(a.adversarial, b.adversarial, atol=2e-3, rtol=0)
+
+
+def test_pgd_beats_fgm_and_zero_eps_does_nothing(digits_model, digits_examples):
+    examples = _correct(digits_model, digits_examples, 64)
+    fgm = build_attack("fgm", {"eps": 0.02}).run(digits_model, examples, seed=0)
+    pgd = build_attack("pgd_linf", {"eps": 0.02, "steps": 20}).run(digits_model, examples, seed=0)
+    assert sum(o.success for o in pgd) >= sum(o.success for o in fgm)
+    zero = build_attack("pgd_linf", {"eps": 0.0}).run(digits_model, examples[:8], seed=0)
+    assert not any(o.success for o in zero)
+    assert all(torch.equal(o.adversarial, ex.input) for o, ex in zip(zero, examples[:8]))
+
+
+def test_pgd_random_start_depends_on_seed_and_id(digits_model, digits_examples):
+    examples = _correct(digits_model, digits_examples, 4)
+    attack = build_attack("pgd_linf", {"eps": 0.001, "steps": 1})  # too small to succeed: keeps its start
+    a = attack.run(digits_model, examples, seed=0)
+    b = attack.run(digits_model, examples, seed=1)
+    assert not torch.equal(a[0].adversarial, b[0].adversarial)
+    assert not torch.equal(a[0].adversarial - examples[0].input, a[1].adversarial - examples[1].input)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "message"),
+    [
+        ("pgd_linf", {"eps": -0.1}, "eps: Input should be greater than or equal to 0"),
+        ("pgd_linf", {"epsilon": 0.1}, "epsilon: unknown parameter"),
+        ("pgd_l2", {"steps": 0}, "steps: Input should be greater than or equal to 1"),
+        ("deepwordbug", {"query_budget": -3}, "query_budget: Input should be greater than 0"),
+    ],
+)
+def test_bad_hyperparameters_are_one_line_errors(name, params, message):
+    with pytest.raises(ConfigError, match=message):
+        build_attack(name, params)
+
+
+def test_attacks_are_frozen():
+    attack = build_attack("pgd_linf")
+    with pytest.raises(Exception):
+        attack.eps = 1.0
+
+
+@pytest.mark.slow
+def test_deepwordbug_breaks_the_tiny_text_model_deterministically(sentiment_model):
+    from suite.data.base import Example
+    from suite.data.builtin import sentiment
+
+    test = sentiment("test")
+    predictions = sentiment_model.predict(test.inputs)
+    examples = [Example(i, x, y) for i, x, y, p in zip(test.ids, test.inputs, test.labels, predictions) if int(p) == y][:20]
+    attack = build_attack("deepwordbug")
+    outputs = attack.run(sentiment_model, examples, seed=0)
+    successes = [o for o in outputs if o.success]
+    assert len(successes) >= 5  # word-level vocabulary: misspelt sentiment words become [UNK]
+    for example, output in zip(examples, outputs):
+        assert output.queries >= 1 and 0 <= output.perturbation <= 1
+        if output.success:
+            assert output.adversarial != example.input
+            assert int(sentiment_model.predict([output.adversarial])[0]) != example.label
+    again = attack.run(sentiment_model, examples[::-1], seed=0)[::-1]
+    assert [o.adversarial for o in outputs] == [o.adversarial for o in again]
