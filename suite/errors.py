@@ -14,8 +14,9 @@ class SuiteError(Exception):
     exit_code = 2
 
     def __str__(self) -> str:
-        # One line, whatever the message was built from.
-        return " ".join(super().__str__().split())
+        # One line, whatever the message was built from (and unquoted, though KeyError quotes).
+        message = str(self.args[0]) if self.args else ""
+        return " ".join(message.split())
 
 
 class UnknownNameError(SuiteError, KeyError):

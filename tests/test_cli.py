@@ -1,0 +1,190 @@
+"""The advsuite command end to end: evaluate, resume after a kill, refusals, bad input, demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from suite.cli.main import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def advsuite(*args: str) -> int:
+    """Run the CLI in-process; return its exit status."""
+    with pytest.raises(SystemExit) as caught:
+        main(list(args))
+    return caught.value.code
+
+
+def read_records(directory: Path) -> list[dict]:
+    return [json.loads(line) for line in (directory / "records.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_evaluate_text_model_with_deepwordbug(tmp_path, capsys):
+    out = tmp_path / "text"
+    assert advsuite("evaluate", "--model", "builtin:sentiment-tiny", "--dataset", "builtin:sentiment",
+                    "--attacks", "deepwordbug", "--n", "20", "--output", str(out)) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["schema_version"] == 1 and results["seed"] == 0
+    assert results["model"] == {"spec": "builtin:sentiment-tiny", "name": "builtin:sentiment-tiny",
+                                "revision": "v1", "temperature": 1.0}
+    assert results["dataset"]["spec"] == "builtin:sentiment" and results["dataset"]["n"] == 20
+    entry = results["attacks"]["deepwordbug"]
+    assert 0.5 <= results["clean_accuracy"] <= 1.0
+    assert entry["success_rate"] > 0 and entry["robust_accuracy"] < results["clean_accuracy"]
+    assert entry["robust_accuracy"] == results["worst_case_robust_accuracy"]
+    assert entry["mean_queries"] > 1
+    assert results["provenance"]["package_versions"]["textattack"]
+    records = read_records(out)
+    clean = [r for r in records if r["kind"] == "clean"]
+    attacked = [r for r in records if r["kind"] == "attack"]
+    assert len(clean) == 20 and len(attacked) == sum(r["correct"] for r in clean)
+    assert results["clean_accuracy"] == pytest.approx(sum(r["correct"] for r in clean) / 20)
+    assert all(isinstance(r["adversarial"], str) for r in attacked)
+    table = capsys.readouterr().out
+    assert "deepwordbug" in table and "builtin:sentiment-tiny" in table
+
+
+def test_evaluate_vision_model_with_pgd(tmp_path):
+    out = tmp_path / "vision"
+    assert advsuite("evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits",
+                    "--attacks", "pgd_linf,fgm", "--eps", "0.1", "--n", "64", "--output", str(out)) == 0
+    results = json.loads((out / "results.json").read_text())
+    pgd, fgm = results["attacks"]["pgd_linf"], results["attacks"]["fgm"]
+    assert results["clean_accuracy"] >= 0.9
+    assert pgd["params"]["eps"] == 0.1 and pgd["budget"]["steps"] == 20
+    assert pgd["robust_accuracy"] <= fgm["robust_accuracy"] < results["clean_accuracy"]
+    assert results["worst_case_robust_accuracy"] <= min(pgd["robust_accuracy"], fgm["robust_accuracy"])
+    for record in read_records(out):
+        if record["kind"] == "attack":
+            assert record["perturbation"] <= 0.1 + 1e-6
+
+
+def _metrics(results: dict) -> dict:
+    return {key: results[key] for key in ("clean_accuracy", "worst_case_robust_accuracy", "config_hash")} | {
+        name: {k: v for k, v in entry.items() if k != "seconds"} for name, entry in results["attacks"].items()
+    }
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_without_recomputing(tmp_path):
+    args = ["evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd_linf",
+            "--eps", "0.004", "--n", "24", "--batch-size", "1", "--seed", "3"]
+    out = tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, "-m", "suite", *args, "--output", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    records = out / "records.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:
+        if records.exists() and records.read_text().count('"kind": "attack"') >= 3:
+            os.killpg(process.pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (out / "results.json").exists()
+    before = records.read_text()
+
+    assert advsuite(*args, "--output", str(out)) == 0
+    after = records.read_text()
+    assert after.startswith(before.rstrip("\n").rsplit("\n", 1)[0])  # finished lines kept as they were
+    keys = [(r["kind"], r.get("attack"), r["id"]) for r in read_records(out)]
+    assert len(keys) == len(set(keys))  # nothing recomputed or duplicated
+
+    fresh = tmp_path / "fresh"
+    assert advsuite(*args, "--batch-size", "8", "--output", str(fresh)) == 0
+    resumed = json.loads((out / "results.json").read_text())
+    uninterrupted = json.loads((fresh / "results.json").read_text())
+    assert _metrics(resumed) == _metrics(uninterrupted)
+
+
+def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    base = ["evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "fgm",
+            "--n", "16", "--output", str(out)]
+    assert advsuite(*base) == 0
+    first = (out / "records.jsonl").read_text()
+    assert advsuite(*base) == 0
+    assert (out / "records.jsonl").read_text() == first  # everything was already recorded
+    capsys.readouterr()
+    assert advsuite(*base[:-2], "--eps", "0.2", "--output", str(out)) == 2
+    err = capsys.readouterr().err
+    assert "different configuration" in err and "--overwrite" in err and err.count("\n") == 1
+    assert (out / "records.jsonl").read_text() == first
+    assert advsuite(*base[:-2], "--eps", "0.2", "--output", str(out), "--overwrite") == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["attacks"]["fgm"]["params"]["eps"] == 0.2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "builtin:nope", "--dataset", "builtin:digits"], "unknown built-in model 'nope'. Available: digits-cnn, sentiment-tiny"),
+        (["--model", "builtin:digits-cnn", "--dataset", "builtin:digitz"], "Did you mean: digits"),
+        (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd"], "unknown attack 'pgd'"),
+        (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd_linf", "--eps", "-0.1"],
+         "eps: Input should be greater than or equal to 0"),
+        (["--model", "builtin:sentiment-tiny", "--dataset", "builtin:sentiment", "--attacks", "deepwordbug",
+          "--eps", "0.1"], "--eps does not apply to attack 'deepwordbug'"),
+        (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "deepwordbug"],
+         "attack 'deepwordbug' works on text"),
+        (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--split", "dev"], "no split 'dev'"),
+        (["--model", "hf:/nonexistent/model-dir", "--dataset", "builtin:sentiment"], "cannot load hf model"),
+        (["--model", "builtin:sentiment-tiny", "--dataset", "hf:{csv_missing_column}"], "columns are: body, label"),
+        (["--model", "builtin:sentiment-tiny", "--dataset", "hf:{csv_bad_label}"], "out of range"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, message):
+    (tmp_path / "missing.csv").write_text("body,label\nhi,0\n")
+    (tmp_path / "badlabel.csv").write_text("text,label\nhi,7\n")
+    args = [a.format(csv_missing_column=tmp_path / "missing.csv", csv_bad_label=tmp_path / "badlabel.csv") for a in args]
+    out = tmp_path / "out"
+    assert advsuite("evaluate", *args, "--output", str(out)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("advsuite: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert message in err
+    assert not out.exists()
+
+
+def test_run_validate_and_bad_recipes(tmp_path, capsys):
+    assert advsuite("validate", str(REPO / "recipes" / "quickstart.yaml")) == 0
+    assert "ok (quickstart: 2 task(s)" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ntasks:\n  - model: builtin:digits-cnn\n    dataset: builtin:digits\n    atacks: [fgm]\n")
+    assert advsuite("validate", str(bad)) == 2
+    assert "atacks: unknown parameter" in capsys.readouterr().err
+    assert advsuite("run", str(bad), "--output", str(tmp_path / "o")) == 2
+    assert advsuite("run", "quikstart") == 2
+    assert "Did you mean: quickstart" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_ls_and_module_entry_point(capsys):
+    assert advsuite("ls", "attacks") == 0
+    listed = capsys.readouterr().out
+    for name in ("fgm", "pgd_linf", "pgd_l2", "deepwordbug"):
+        assert name in listed
+    assert advsuite("ls", "models") == 0
+    assert "builtin:digits-cnn" in capsys.readouterr().out
+    completed = subprocess.run([sys.executable, "-m", "suite", "--help"], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0 and "evaluate" in completed.stdout
+
+
+@pytest.mark.slow
+def test_demo_prints_both_models(tmp_path, capsys):
+    assert advsuite("demo", "--output", str(tmp_path / "demo")) == 0
+    table = capsys.readouterr().out
+    assert "builtin:sentiment-tiny" in table and "builtin:digits-cnn" in table
+    assert "clean acc" in table and "robust acc" in table
+    for task in ("text", "vision"):
+        results = json.loads((tmp_path / "demo" / task / "results.json").read_text())
+        assert 0 <= results["worst_case_robust_accuracy"] <= results["clean_accuracy"] <= 1
