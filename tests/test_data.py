@@ -99,3 +99,14 @@ def test_image_folder_is_resized_to_the_model_input(tmp_path, digits_model):
     images = torch.stack([ex.input for ex in eval_set.examples])
     assert images.shape == (2, 1, 32, 32) and images.min() >= 0 and images.max() <= 1
     assert sorted(ex.label for ex in eval_set.examples) == [0, 1]
+
+
+def test_class_label_names_map_to_model_labels(tmp_path, digits_model):
+    from PIL import Image
+
+    # folders named by class index, in an order where position != class (sorted: "3" < "7")
+    for label in ("3", "7"):
+        (tmp_path / "test" / label).mkdir(parents=True)
+        Image.new("L", (8, 8), color=128).save(tmp_path / "test" / label / "x.png")
+    eval_set = load_eval_set(DatasetConfig(spec=str(tmp_path), split="test"), digits_model, seed=0)
+    assert sorted(ex.label for ex in eval_set.examples) == [3, 7]

@@ -151,3 +151,18 @@ def test_builtin_models_are_accurate_and_cached(sentiment_model, digits_model, d
 
     assert (Path(digits_model.info.extra["path"]) / "model.safetensors").is_file()
     assert (Path(sentiment_model.info.extra["path"]) / "model.safetensors").is_file()
+
+
+def test_hf_tokenizer_without_pad_token_still_batches(tiny_bert_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert_dir)
+    tokenizer.pad_token = None
+    tokenizer.eos_token = "[SEP]"
+    copy = tmp_path / "no-pad"
+    import shutil
+
+    shutil.copytree(tiny_bert_dir, copy)
+    tokenizer.save_pretrained(copy)
+    model = load_model(f"hf:{copy}")
+    assert model.logits(["good", "a very long plot"]).shape == (2, 3)

@@ -33,6 +33,8 @@ def add_parser(subparsers) -> None:
     model = parser.add_argument_group("model options")
     model.add_argument("--revision", help="Hub revision of an hf: model")
     model.add_argument("--checkpoint", help="safetensors weights for a timm: model")
+    model.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=True,
+                       help="timm: load the named pretrained weights from the Hub (default: yes)")
     model.add_argument("--temperature", type=float, default=1.0, help="served (design) temperature T: logits / T")
     model.add_argument("--trust-remote-code", action="store_true", help="allow Hub model code to run (off by default)")
     model.add_argument("--device", help="cpu, cuda, cuda:1 (default: CUDA when present)")
@@ -62,7 +64,7 @@ def build_task(args: argparse.Namespace):
             params["eps"] = args.eps
         configs.append({"name": name, **params})
     model = {
-        "spec": args.model, "revision": args.revision, "checkpoint": args.checkpoint, "temperature": args.temperature,
+        "spec": args.model, "revision": args.revision, "checkpoint": args.checkpoint, "pretrained": args.pretrained, "temperature": args.temperature,
         "trust_remote_code": args.trust_remote_code, "device": args.device,
     }
     dataset = {

@@ -136,6 +136,9 @@ def _load_hf(name: str, config: DatasetConfig, model: Classifier, seed: int) -> 
     feature = dataset.features.get(label_column)
     label_names = list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
     labels = [_label_index(value, model, label_column, name) for value in subset[label_column]]
+    if label_names:
+        remap = _class_label_map(label_names, model)
+        labels = [remap[label] if 0 <= label < len(remap) else label for label in labels]
     raw = RawSplit(
         ids=[f"{config.split}-{row}" for row in rows],
         inputs=list(subset[input_column]),
@@ -178,6 +181,21 @@ def _pick_column(given: str | None, candidates: Sequence[str], columns: Sequence
     raise DataError(
         f"cannot find the {kind} column of dataset {name!r}; columns are: {', '.join(columns)}; pass {flag}"
     )
+
+
+def _class_label_map(names: Sequence[str], model: Classifier) -> list[int]:
+    """Dataset class index → model class index, when the dataset's class names say which.
+
+    Names equal to a model label (case-insensitive) or numeric names (image folders named by
+    class index) are mapped; otherwise the dataset's order is taken to be the model's (as for
+    Hub models whose labels are LABEL_0, LABEL_1...).
+    """
+    by_name = {label.lower(): i for i, label in enumerate(model.labels)}
+    if all(name.lower() in by_name for name in names):
+        return [by_name[name.lower()] for name in names]
+    if all(name.isdigit() for name in names):
+        return [int(name) for name in names]
+    return list(range(len(names)))
 
 
 def _label_index(value: Any, model: Classifier, column: str, name: str) -> int:

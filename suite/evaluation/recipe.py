@@ -36,6 +36,12 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 DEFAULT_ATTACKS = {"text": ("deepwordbug",), "image": ("pgd_linf",)}
 
 
+def _refuse_repeats(names: list[str], problem: str) -> None:
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{problem}: {', '.join(repeated)}")
+
+
 class AttackConfig(BaseModel):
     """One attack: a registered name plus its hyperparameters (checked by the attack itself)."""
 
@@ -86,10 +92,7 @@ class TaskConfig(BaseModel):
     @field_validator("attacks")
     @classmethod
     def _unique(cls, attacks: tuple[AttackConfig, ...]) -> tuple[AttackConfig, ...]:
-        names = [attack.label for attack in attacks]
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"attack listed twice: {', '.join(repeated)}")
+        _refuse_repeats([attack.label for attack in attacks], "attack listed twice")
         return attacks
 
     def identity(self, seed: int) -> dict[str, Any]:
@@ -114,10 +117,7 @@ class Recipe(BaseModel):
     @field_validator("tasks")
     @classmethod
     def _unique_tasks(cls, tasks: tuple[TaskConfig, ...]) -> tuple[TaskConfig, ...]:
-        names = [task.name for task in tasks]
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"task name used twice: {', '.join(repeated)}")
+        _refuse_repeats([task.name for task in tasks], "task name used twice")
         return tasks
 
     def batch_size_for(self, task: TaskConfig) -> int:

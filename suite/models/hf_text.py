@@ -86,6 +86,11 @@ def load_hf(name: str, config: ModelConfig) -> HFTextClassifier:
         model = AutoModelForSequenceClassification.from_pretrained(source, **kwargs)
     except (OSError, ValueError) as error:
         raise SuiteError(f"cannot load hf model {name!r}: {_first_line(error)}") from error
+    if tokenizer.pad_token is None:
+        # Decoder-style classifiers (GPT-2...) ship without a pad token; batching needs one.
+        # The model pools the last non-pad token, so it must know which id that is.
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        model.config.pad_token_id = tokenizer.pad_token_id
     if local.is_dir():
         revision = config.revision or local_revision(local)
     else:
