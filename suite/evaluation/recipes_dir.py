@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from suite.errors import ConfigError
 from suite.registry import Registry
 
-RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"
+# A source checkout (editable install) first, then where a wheel installs them.
+RECIPES_DIRS = (Path(__file__).resolve().parents[2] / "recipes", Path(sys.prefix) / "share" / "advsuite" / "recipes")
 
 
 def shipped_recipes() -> Registry:
     """A registry of shipped recipe files (name → path)."""
     registry: Registry = Registry("recipe", list_command="advsuite ls recipes")
-    if RECIPES_DIR.is_dir():
-        for path in sorted(RECIPES_DIR.glob("*.yaml")):
+    directory = next((d for d in RECIPES_DIRS if d.is_dir()), None)
+    if directory is not None:
+        for path in sorted(directory.glob("*.yaml")):
             first = next((line for line in path.read_text().splitlines() if line.startswith("description:")), "")
             registry.add(path.stem, str(path), help=first.partition(":")[2].strip().strip("'\""))
     return registry

@@ -70,7 +70,8 @@ class RecordStore:
         """Create the directory, clear it when overwriting, and load records to resume from."""
         self.directory.mkdir(parents=True, exist_ok=True)
         run_file = self.directory / RUN_FILE
-        if overwrite and run_file.exists() and json.loads(run_file.read_text()) != self.identity:
+        same_run = run_file.exists() and json.loads(run_file.read_text()) == self.identity
+        if overwrite and not same_run:
             for name in OWNED_FILES:
                 (self.directory / name).unlink(missing_ok=True)
         atomic_write_text(run_file, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")

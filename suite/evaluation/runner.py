@@ -48,13 +48,12 @@ class PreparedTask:
 
 def prepare(task: TaskConfig, seed: int, batch_size: int, directory: Path, overwrite: bool = False) -> PreparedTask:
     """Build attacks, model and examples, and check the output dir, without writing anything."""
-    for config in task.attacks:  # fail on a bad attack before loading any model
-        build_attack(config.name, config.params)
-    model = load_model(task.model)
-    if not task.attacks:
-        defaults = tuple(AttackConfig(name=name) for name in DEFAULT_ATTACKS[model.modality])
-        task = task.model_copy(update={"attacks": defaults})
+    # Attacks first: a bad name or hyperparameter fails before any model is loaded.
     attacks = {config.label: build_attack(config.name, config.params) for config in task.attacks}
+    model = load_model(task.model)
+    if not attacks:
+        task = task.model_copy(update={"attacks": tuple(AttackConfig(name=n) for n in DEFAULT_ATTACKS[model.modality])})
+        attacks = {config.label: build_attack(config.name, config.params) for config in task.attacks}
     for name, attack in attacks.items():
         if attack.modality != model.modality:
             raise ConfigError(f"attack {name!r} works on {attack.modality} but model {task.model.spec!r} takes {model.modality}")

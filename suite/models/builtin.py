@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from suite.models.base import Classifier
+from suite.models.base import Classifier, ModelInfo
 from suite.models.config import ModelConfig
 from suite.models.registry import BUILTIN_MODELS  # entries are registered lazily there
 from suite.paths import cache_dir
@@ -119,8 +119,7 @@ def sentiment_tiny(config: ModelConfig) -> Classifier:
 
     directory = _cached(f"sentiment-tiny-{SENTIMENT_VERSION}", _train_sentiment)
     classifier = load_hf(str(directory), config.model_copy(update={"revision": None}))
-    classifier.info = classifier.info.__class__(spec="builtin:sentiment-tiny", revision=SENTIMENT_VERSION,
-                                                extra={"path": str(directory)})
+    classifier.info = ModelInfo(spec="builtin:sentiment-tiny", revision=SENTIMENT_VERSION, extra={"path": str(directory)})
     return classifier
 
 
@@ -167,6 +166,7 @@ def digits_cnn(config: ModelConfig) -> Classifier:
 
     directory = _cached(f"digits-cnn-{DIGITS_VERSION}", _train_digits)
     classifier = load_timm(str(directory), config.model_copy(update={"checkpoint": None}))
-    classifier.info = classifier.info.__class__(spec="builtin:digits-cnn", revision=DIGITS_VERSION,
-                                                extra={"path": str(directory), "architecture": DIGITS_ARCH})
+    classifier.info = ModelInfo(
+        spec="builtin:digits-cnn", revision=DIGITS_VERSION, extra={"path": str(directory), "architecture": DIGITS_ARCH}
+    )
     return classifier
