@@ -10,9 +10,11 @@ Contract (see the design notes):
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -107,3 +109,15 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
     if device is not None:
         return torch.device(device)
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def local_revision(directory: Path) -> str:
+    """A content fingerprint for a local model directory (weights names, sizes; config text)."""
+    digest = hashlib.sha256()
+    for path in sorted(directory.iterdir()):
+        if path.is_file():
+            digest.update(path.name.encode())
+            digest.update(str(path.stat().st_size).encode())
+            if path.suffix == ".json":
+                digest.update(path.read_bytes())
+    return "local-" + digest.hexdigest()[:12]

@@ -8,14 +8,13 @@ tokenised with dynamic padding: a batch is padded to its longest member, never t
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from suite.errors import SuiteError
-from suite.models.base import ModelInfo, TorchClassifier
+from suite.models.base import ModelInfo, TorchClassifier, local_revision
 from suite.models.config import ModelConfig
 
 
@@ -60,18 +59,6 @@ def _default_max_length(model, tokenizer) -> int:
     # Tokenizers without a limit report a huge sentinel (int(1e30)); ignore it.
     usable = [int(limit) for limit in limits if isinstance(limit, int) and 0 < limit < 1_000_000]
     return min(usable) if usable else 512
-
-
-def local_revision(directory: Path) -> str:
-    """A content fingerprint for a local model directory (weights names, sizes; config text)."""
-    digest = hashlib.sha256()
-    for path in sorted(directory.iterdir()):
-        if path.is_file():
-            digest.update(path.name.encode())
-            digest.update(str(path.stat().st_size).encode())
-            if path.suffix == ".json":
-                digest.update(path.read_bytes())
-    return "local-" + digest.hexdigest()[:12]
 
 
 def load_hf(name: str, config: ModelConfig) -> HFTextClassifier:

@@ -20,9 +20,8 @@ import torch
 from torch import nn
 
 from suite.errors import SuiteError
-from suite.models.base import ModelInfo, TorchClassifier
+from suite.models.base import ModelInfo, TorchClassifier, local_revision
 from suite.models.config import ModelConfig
-from suite.models.hf_text import local_revision
 
 WEIGHTS_FILE = "model.safetensors"
 

@@ -18,7 +18,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from suite import __version__
 from suite.paths import atomic_write_text
 
 SCHEMA_VERSION = 1
@@ -132,9 +131,3 @@ def write_results(path: Path, results: dict[str, Any]) -> Results:
     atomic_write_text(Path(path), json.dumps(validated.model_dump(mode="json"), indent=2) + "\n")
     return validated
 
-
-def results_json_schema() -> dict[str, Any]:
-    return Results.model_json_schema()
-
-
-__all__ = ["SCHEMA_VERSION", "Results", "provenance", "results_json_schema", "write_results", "now", "__version__"]
