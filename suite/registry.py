@@ -19,7 +19,7 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from suite.errors import SuiteError, UnknownNameError
+from suite.errors import UnknownNameError
 
 T = TypeVar("T")
 
@@ -50,7 +50,7 @@ class Registry(Generic[T]):
     def add(self, name: str, obj: T | str, *, help: str | None = None) -> None:
         """Register ``obj`` (or a lazy ``"module:attr"`` string) under ``name``."""
         existing = self._entries.get(name)
-        if existing is not None and existing is not obj and not _same_lazy(existing, obj):
+        if existing is not None and existing is not obj and existing != obj:
             raise ValueError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = obj
         doc = help or (getattr(obj, "__doc__", None) if not isinstance(obj, str) else None) or ""
@@ -95,18 +95,3 @@ class Registry(Generic[T]):
     def __len__(self) -> int:
         return len(self._entries)
 
-
-def _same_lazy(a: object, b: object) -> bool:
-    return isinstance(a, str) and isinstance(b, str) and a == b
-
-
-def split_spec(spec: str, kind: str) -> tuple[str, str]:
-    """Split ``"scheme:rest"`` into its two parts, with a clear error when there is no scheme."""
-    scheme, sep, rest = spec.partition(":")
-    if not sep or not scheme or not rest:
-        raise SuiteError(
-            f"{kind} spec {spec!r} has no scheme; write it as scheme:name, e.g. "
-            + ("hf:textattack/bert-base-uncased-rotten-tomatoes or builtin:sentiment-tiny" if kind == "model"
-               else "hf:rotten_tomatoes or builtin:digits")
-        )
-    return scheme, rest

@@ -50,7 +50,7 @@ def build_task(args: argparse.Namespace):
     """The TaskConfig the flags describe (validated; one-line errors)."""
     from pydantic import ValidationError
 
-    from suite.attacks import build_attack, format_validation_error
+    from suite.attacks import ATTACKS, format_validation_error
     from suite.errors import ConfigError
     from suite.evaluation.recipe import TaskConfig
 
@@ -59,7 +59,7 @@ def build_task(args: argparse.Namespace):
     for name in attacks:
         params = {}
         if args.eps is not None:
-            if "eps" not in type(build_attack(name)).model_fields:
+            if "eps" not in ATTACKS.get(name).model_fields:
                 raise ConfigError(f"--eps does not apply to attack {name!r}")
             params["eps"] = args.eps
         configs.append({"name": name, **params})

@@ -17,12 +17,11 @@ def handle(args: argparse.Namespace) -> int:
     from suite.evaluation.recipe import load_recipe
     from suite.evaluation.recipes_dir import resolve_recipe
     from suite.models.registry import MODEL_SCHEMES
-    from suite.registry import split_spec
 
     path = resolve_recipe(args.recipe)
     recipe = load_recipe(path)
     for task in recipe.tasks:
-        MODEL_SCHEMES.get(split_spec(task.model.spec, "model")[0])
+        MODEL_SCHEMES.get(task.model.spec.partition(":")[0])
     attacks = sum(len(task.attacks) for task in recipe.tasks)
     print(f"{path}: ok ({recipe.name}: {len(recipe.tasks)} task(s), {attacks} attack(s))")
     return 0

@@ -19,7 +19,7 @@ def shipped_recipes() -> Registry:
     if directory is not None:
         for path in sorted(directory.glob("*.yaml")):
             first = next((line for line in path.read_text().splitlines() if line.startswith("description:")), "")
-            registry.add(path.stem, str(path), help=first.partition(":")[2].strip().strip("'\""))
+            registry.add(path.stem, path, help=first.partition(":")[2].strip().strip("'\""))
     return registry
 
 
@@ -30,9 +30,4 @@ def resolve_recipe(name_or_path: str) -> Path:
         if not path.is_file():
             raise ConfigError(f"recipe file {name_or_path!r} does not exist")
         return path
-    registry = shipped_recipes()
-    if name_or_path not in registry:
-        from suite.errors import UnknownNameError
-
-        raise UnknownNameError(registry.unknown_message(name_or_path))
-    return Path(registry._entries[name_or_path])  # a path string, never imported
+    return shipped_recipes().get(name_or_path)

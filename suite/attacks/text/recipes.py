@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from suite.attacks.base import Attack, AttackOutput, register_attack
 from suite.attacks.text.offline import import_textattack
@@ -28,6 +28,9 @@ class TextAttackRecipe(Attack):
     modality: ClassVar[str] = "text"
     query_budget: int | None = Field(None, gt=0)
     model_batch_size: int = Field(32, gt=0)
+    # (wrapper, TextAttack Attack) per model: built once, reused by every batch (recipes such
+    # as PWWS load WordNet when built). Not a hyperparameter; not part of equality.
+    _built: dict[int, tuple[Any, Any]] = PrivateAttr(default_factory=dict)
 
     @property
     def threat_model(self) -> str:
@@ -40,14 +43,20 @@ class TextAttackRecipe(Attack):
     def budget(self) -> dict[str, Any]:
         return {"query_budget": self.query_budget}
 
+    def _attack_for(self, model: Classifier) -> tuple[Any, Any]:
+        if id(model) not in self._built:
+            import_textattack()
+            wrapper = make_wrapper(model, self.model_batch_size)
+            attack = self.build(wrapper)
+            if self.query_budget is not None:
+                attack.goal_function.query_budget = self.query_budget
+            self._built[id(model)] = (wrapper, attack)
+        return self._built[id(model)]
+
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
-        import_textattack()
+        wrapper, attack = self._attack_for(model)  # first: it makes textattack importable
         from textattack.attack_results import SuccessfulAttackResult
 
-        wrapper = make_wrapper(model, self.model_batch_size)
-        attack = self.build(wrapper)
-        if self.query_budget is not None:
-            attack.goal_function.query_budget = self.query_budget
         outputs = []
         for example in examples:
             start = time.perf_counter()
@@ -67,8 +76,8 @@ class TextAttackRecipe(Attack):
                     adversarial=adversarial.text,
                 )
             )
-            # TextAttack caches model outputs per text; a fresh example must not reuse them
-            # across examples in ways that depend on batching.
+            # TextAttack caches model outputs per text; clear it so no example's search depends
+            # on which examples came before it (or in its batch).
             attack.clear_cache()
         return outputs
 
