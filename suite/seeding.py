@@ -36,13 +36,15 @@ def global_rng_seeded(seed: int) -> Iterator[None]:
     Only for third-party code (TextAttack) that draws from the global RNGs and takes no
     generator; our own attacks use :func:`example_generator`.
     """
-    py_state, np_state, torch_state = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    try:
-        yield
-    finally:
-        random.setstate(py_state)
-        np.random.set_state(np_state)
-        torch.random.set_rng_state(torch_state)
+    py_state, np_state = random.getstate(), np.random.get_state()
+    # fork_rng restores torch's CPU state and, when CUDA is up, every GPU's state too.
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        torch.manual_seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)

@@ -61,7 +61,7 @@ def test_image_attack_is_batch_size_invariant_and_seeded(name, digits_model, dig
 
 def test_pgd_beats_fgm_and_zero_eps_does_nothing(digits_model, digits_examples):
     examples = _correct(digits_model, digits_examples, 64)
-    fgm = build_attack("fgm", {"eps": 0.02}).run(digits_model, examples, seed=0)
+    fgm = build_attack("fgm_linf", {"eps": 0.02}).run(digits_model, examples, seed=0)
     pgd = build_attack("pgd_linf", {"eps": 0.02, "steps": 20}).run(digits_model, examples, seed=0)
     assert sum(o.success for o in pgd) >= sum(o.success for o in fgm)
     zero = build_attack("pgd_linf", {"eps": 0.0}).run(digits_model, examples[:8], seed=0)

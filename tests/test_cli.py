@@ -57,9 +57,9 @@ def test_evaluate_text_model_with_deepwordbug(tmp_path, capsys):
 def test_evaluate_vision_model_with_pgd(tmp_path):
     out = tmp_path / "vision"
     assert advsuite("evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits",
-                    "--attacks", "pgd_linf,fgm", "--eps", "0.1", "--n", "64", "--output", str(out)) == 0
+                    "--attacks", "pgd_linf,fgm_linf", "--eps", "0.1", "--n", "64", "--output", str(out)) == 0
     results = json.loads((out / "results.json").read_text())
-    pgd, fgm = results["attacks"]["pgd_linf"], results["attacks"]["fgm"]
+    pgd, fgm = results["attacks"]["pgd_linf"], results["attacks"]["fgm_linf"]
     assert results["clean_accuracy"] >= 0.9
     assert pgd["params"]["eps"] == 0.1 and pgd["budget"]["steps"] == 20
     assert pgd["robust_accuracy"] <= fgm["robust_accuracy"] < results["clean_accuracy"]
@@ -109,7 +109,7 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
 
 def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
-    base = ["evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "fgm",
+    base = ["evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "fgm_linf",
             "--n", "16", "--output", str(out)]
     assert advsuite(*base) == 0
     first = (out / "records.jsonl").read_text()
@@ -122,7 +122,7 @@ def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
     assert (out / "records.jsonl").read_text() == first
     assert advsuite(*base[:-2], "--eps", "0.2", "--output", str(out), "--overwrite") == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["attacks"]["fgm"]["params"]["eps"] == 0.2
+    assert results["attacks"]["fgm_linf"]["params"]["eps"] == 0.2
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,8 @@ imported only when a text attack runs)."""
 from __future__ import annotations
 
 from suite.attacks.base import ATTACKS, Attack, AttackOutput
-from suite.attacks.image import gradient as _gradient  # noqa: F401  (registers fgm, pgd_*)
+from suite.attacks.image import baselines as _baselines  # noqa: F401  (registers apgd_*, fab_t, square, autoattack)
+from suite.attacks.image import gradient as _gradient  # noqa: F401  (registers fgm_*, pgd_*, beta)
 from suite.attacks.text import recipes as _recipes  # noqa: F401  (registers deepwordbug)
 from suite.errors import ConfigError
 

@@ -64,8 +64,11 @@ class Attack(BaseModel):
         """
         raise NotImplementedError
 
-    def budget(self) -> dict[str, Any]:
-        """The attack's budget as recorded in results (steps, restarts, query limits)."""
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        """The attack's budget as recorded in results (steps, restarts, query limits).
+
+        ``num_classes`` lets attacks that iterate over target classes state their real budget.
+        """
         return {}
 
     def params(self) -> dict[str, Any]:

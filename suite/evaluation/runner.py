@@ -133,7 +133,7 @@ def _summarise(prepared: PreparedTask, by_attack: dict[str, dict[str, dict[str, 
         name: {
             "threat_model": attack.threat_model,
             "params": attack.params(),
-            "budget": attack.budget(),
+            "budget": attack.budget(len(prepared.model.labels)),
             **attack_metrics(clean, by_attack[name]),
         }
         for name, attack in prepared.attacks.items()

@@ -60,6 +60,9 @@ class L2:
 
     @staticmethod
     def step(grad: torch.Tensor, size: float) -> torch.Tensor:
+        # Rescale by the largest entry first: squaring a tiny gradient (a confident model, a
+        # mean-reduced loss) would underflow, and a norm floor would then shrink the step.
+        grad = grad / _per_example(grad.flatten(1).abs().amax(dim=1).clamp_min(torch.finfo(grad.dtype).tiny))
         norms = grad.flatten(1).norm(dim=1).clamp_min(1e-12)
         return size * grad / _per_example(norms)
 
@@ -68,3 +71,7 @@ class L2:
     @staticmethod
     def measure(delta: torch.Tensor) -> torch.Tensor:
         return delta.flatten(1).norm(dim=1)
+
+
+#: Threat models by the name recorded in results.
+NORMS: dict[str, type] = {"linf": Linf, "l2": L2}

@@ -40,7 +40,7 @@ class TextAttackRecipe(Attack):
         """Build TextAttack's ``Attack`` object for ``wrapper``."""
         raise NotImplementedError
 
-    def budget(self) -> dict[str, Any]:
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         return {"query_budget": self.query_budget}
 
     def _attack_for(self, model: Classifier) -> tuple[Any, Any]:

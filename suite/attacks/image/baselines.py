@@ -1,0 +1,312 @@
+"""Classic baselines through torchattacks: APGD-CE, APGD-T, FAB-T, Square and AutoAttack.
+
+The attacks themselves are torchattacks' (Kim, "Torchattacks: A PyTorch Repository for
+Adversarial Attacks", 2020); this module adapts our :class:`~suite.models.base.Classifier` to the
+``nn.Module`` they expect, seeds them, counts queries and builds the AutoAttack ensemble.
+
+- APGD-CE, APGD-T (targeted DLR): Croce & Hein, "Reliable evaluation of adversarial robustness
+  with an ensemble of diverse parameter-free attacks", ICML 2020.
+- FAB-T: Croce & Hein, "Minimally distorted Adversarial Examples with a Fast Adaptive Boundary
+  Attack", ICML 2020.
+- Square: Andriushchenko et al., "Square Attack: a query-efficient black-box adversarial attack
+  via random search", ECCV 2020.
+- AutoAttack "standard": APGD-CE, then APGD-T, FAB-T and Square, each run only on the examples
+  every previous component failed to break; an example is broken if any component broke it.
+
+Where torchattacks 3.5.1 differs from the official AutoAttack (github.com/fra31/auto-attack),
+checked against both sources:
+
+1. ``torchattacks.AutoAttack`` builds APGD, APGD-T and FAB without ``steps``, so they run 10
+   iterations; the official standard version runs 100. Our ``autoattack`` builds the ensemble
+   from torchattacks' components with the official budgets (100 iterations, 1 restart, 9 target
+   classes, Square with 5000 queries, p_init 0.8).
+2. torchattacks attacks ``n_classes − 1`` targets (99 on CIFAR-100); the official standard
+   version attacks 9. We pass ``n_classes = min(C, 10)``.
+3. torchattacks' AutoAttack runs Square with ``resc_schedule=True``; the official one with
+   False. We pass False.
+4. torchattacks seeds the *global* torch RNG (``torch.manual_seed``) and falls back to
+   ``time.time()`` when no seed is given. We seed each batch from (seed, attack, example ids)
+   and restore the global RNG afterwards. Their random draws depend on the batch composition,
+   so unlike our own attacks these baselines are reproducible for a given batch size, not
+   across batch sizes.
+5. The official version runs its ``checks.py`` first; our evaluation runs its own checks
+   (:mod:`suite.evaluation.checks`).
+
+Queries: torchattacks does not count them. Every row the wrapped model sees is attributed to the
+clean input nearest to it in L∞ (exact unless two inputs lie within 2ε of each other), so
+``queries`` is per example, forward passes and forward+backward passes alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+import torch
+from pydantic import Field, model_validator
+from torch import nn
+
+from suite.attacks.base import Attack, AttackOutput, register_attack
+from suite.attacks.image.gradient import DEFAULT_EPS
+from suite.attacks.image.norms import NORMS
+from suite.data.base import Example
+from suite.errors import ConfigError, ResourceMissingError
+from suite.models.base import Classifier
+from suite.seeding import example_seed, global_rng_seeded
+
+#: torchattacks' metadata pins requests~=2.25.1 (never imported), which conflicts with datasets.
+INSTALL_HINT = "pip install --no-deps torchattacks==3.5.1"
+
+
+def import_torchattacks():
+    try:
+        import torchattacks
+    except ImportError as error:
+        raise ResourceMissingError(f"the baseline attacks need torchattacks; install it with `{INSTALL_HINT}`") from error
+    return torchattacks
+
+
+class QueryCountingModule(nn.Module):
+    """A :class:`Classifier` as the ``nn.Module`` torchattacks expects, counting queries.
+
+    Args:
+        model: The classifier (inputs in [0, 1]; normalisation happens inside it).
+        origins: The clean inputs of the batch; each row the module sees is charged to the
+            nearest of them.
+    """
+
+    def __init__(self, model: Classifier, origins: torch.Tensor) -> None:
+        super().__init__()
+        self.model = model
+        self.origins = origins.flatten(1)
+        self.queries = torch.zeros(len(origins), dtype=torch.long, device=origins.device)
+        # torchattacks reads the device from the first parameter.
+        self.anchor = nn.Parameter(torch.empty(0, device=origins.device), requires_grad=False)
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            nearest = torch.cdist(inputs.detach().flatten(1).float(), self.origins, p=float("inf")).argmin(dim=1)
+            self.queries.index_add_(0, nearest, torch.ones_like(nearest))
+        return self.model.logits(inputs, grad=torch.is_grad_enabled())
+
+
+class TorchattacksAttack(Attack):
+    """Shared driver for the torchattacks baselines (L∞ or L2, pixels in [0, 1])."""
+
+    modality: ClassVar[str] = "image"
+    #: ``white-box`` or ``black-box``; the sanity checks compare the two kinds.
+    kind: ClassVar[str] = "white-box"
+
+    norm: Literal["linf", "l2"] = "linf"
+    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _eps_for_norm(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "eps" not in data and data.get("norm", "linf") in DEFAULT_EPS:
+            data = {**data, "eps": DEFAULT_EPS[data.get("norm", "linf")]}
+        return data
+
+    @property
+    def threat_model(self) -> str:
+        return self.norm
+
+    @property
+    def torchattacks_norm(self) -> str:
+        return {"linf": "Linf", "l2": "L2"}[self.norm]
+
+    def _build(self, torchattacks, module: nn.Module, num_classes: int, seed: int) -> Any:
+        raise NotImplementedError
+
+    def _check_classes(self, num_classes: int) -> None:
+        pass
+
+    def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
+        torchattacks = import_torchattacks()
+        start = time.perf_counter()
+        num_classes = len(model.labels)
+        self._check_classes(num_classes)
+        x = torch.stack([example.input for example in examples]).to(model.device, torch.float32)
+        y = torch.tensor([example.label for example in examples], device=model.device)
+        module = QueryCountingModule(model, x)
+        batch_seed = example_seed(seed, self.name, *(example.id for example in examples))
+        with global_rng_seeded(batch_seed):
+            attack = self._build(torchattacks, module, num_classes, batch_seed % 2**31)
+            adversarial = attack(x, y).detach()
+        # Keep the ε-ball and the box exact whatever rounding the attack did.
+        delta = NORMS[self.norm].project(adversarial - x, self.eps)
+        adversarial = (x + delta).clamp(0.0, 1.0)
+        predictions = model.logits(adversarial).argmax(dim=1)
+        queries = module.queries + 1
+        sizes = NORMS[self.norm].measure(adversarial - x)
+        seconds = (time.perf_counter() - start) / len(examples)
+        return [
+            AttackOutput(
+                success=bool(prediction != label),
+                prediction=int(prediction),
+                perturbation=float(size),
+                queries=int(count),
+                seconds=seconds,
+                adversarial=adv.cpu(),
+            )
+            for prediction, label, size, count, adv in zip(predictions, y, sizes, queries, adversarial)
+        ]
+
+
+def _target_classes(num_classes: int) -> int:
+    """The ``n_classes`` to hand torchattacks so that it attacks min(C − 1, 9) targets."""
+    return min(num_classes, 10)
+
+
+@register_attack("apgd_ce")
+class APGDCE(TorchattacksAttack):
+    """APGD on cross-entropy (Croce & Hein 2020) via torchattacks.APGD.
+
+    ``norm`` linf (default ε 8/255) or l2 (default ε 0.5); defaults as in AutoAttack: 100
+    iterations, 1 restart, rho 0.75.
+    """
+
+    steps: int = Field(100, ge=1)
+    restarts: int = Field(1, ge=1)
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        return {"steps": self.steps, "restarts": self.restarts, "max_queries": None}
+
+    def _build(self, torchattacks, module, num_classes, seed):
+        return torchattacks.APGD(module, norm=self.torchattacks_norm, eps=self.eps, steps=self.steps, n_restarts=self.restarts, seed=seed, loss="ce")
+
+
+@register_attack("apgd_t")
+class APGDT(TorchattacksAttack):
+    """APGD on the targeted DLR loss (Croce & Hein 2020) via torchattacks.APGDT.
+
+    Attacks the ``targets`` (default 9) most likely wrong classes in turn; 100 iterations each.
+    Needs at least 4 classes (the targeted DLR loss reads the 4th-largest logit).
+    """
+
+    steps: int = Field(100, ge=1)
+    restarts: int = Field(1, ge=1)
+    targets: int = Field(9, ge=1)
+
+    def _check_classes(self, num_classes: int) -> None:
+        if num_classes < 4:
+            raise ConfigError(f"attack {self.name!r} needs a model with at least 4 classes (it has {num_classes})")
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        targets = self.targets if num_classes is None else min(self.targets, num_classes - 1)
+        return {"steps": self.steps, "restarts": self.restarts, "targets": targets, "max_queries": None}
+
+    def _build(self, torchattacks, module, num_classes, seed):
+        return torchattacks.APGDT(
+            module, norm=self.torchattacks_norm, eps=self.eps, steps=self.steps, n_restarts=self.restarts,
+            seed=seed, n_classes=min(num_classes, self.targets + 1),
+        )
+
+
+@register_attack("fab_t")
+class FABT(TorchattacksAttack):
+    """Targeted FAB (Croce & Hein 2020) via torchattacks.FAB(multi_targeted=True).
+
+    Attacks the ``targets`` (default 9) most likely wrong classes; 100 iterations each.
+    """
+
+    steps: int = Field(100, ge=1)
+    restarts: int = Field(1, ge=1)
+    targets: int = Field(9, ge=1)
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        targets = self.targets if num_classes is None else min(self.targets, num_classes - 1)
+        return {"steps": self.steps, "restarts": self.restarts, "targets": targets, "max_queries": None}
+
+    def _build(self, torchattacks, module, num_classes, seed):
+        return torchattacks.FAB(
+            module, norm=self.torchattacks_norm, eps=self.eps, steps=self.steps, n_restarts=self.restarts,
+            seed=seed, multi_targeted=True, n_classes=min(num_classes, self.targets + 1),
+        )
+
+
+@register_attack("square")
+class Square(TorchattacksAttack):
+    """Square Attack (Andriushchenko et al. 2020), score-based black-box, via torchattacks.Square.
+
+    Defaults as in AutoAttack: 5000 queries, p_init 0.8, margin loss, no rescaled schedule.
+    """
+
+    kind: ClassVar[str] = "black-box"
+
+    queries: int = Field(5000, ge=1)
+    p_init: float = Field(0.8, gt=0, le=1)
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        return {"max_queries": self.queries + 2, "restarts": 1}
+
+    def _build(self, torchattacks, module, num_classes, seed):
+        return torchattacks.Square(
+            module, norm=self.torchattacks_norm, eps=self.eps, n_queries=self.queries, n_restarts=1,
+            p_init=self.p_init, seed=seed, resc_schedule=False,
+        )
+
+
+@register_attack("autoattack")
+class AutoAttack(TorchattacksAttack):
+    """AutoAttack, standard version (Croce & Hein 2020), from torchattacks' components.
+
+    APGD-CE → APGD-T → FAB-T → Square, each on the examples all previous ones failed to break,
+    with the official budgets (see the module docstring for how this differs from
+    ``torchattacks.AutoAttack``). Needs at least 4 classes.
+    """
+
+    steps: int = Field(100, ge=1)
+    targets: int = Field(9, ge=1)
+    queries: int = Field(5000, ge=1)
+
+    def _check_classes(self, num_classes: int) -> None:
+        if num_classes < 4:
+            raise ConfigError(f"attack {self.name!r} needs a model with at least 4 classes (it has {num_classes})")
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        targets = self.targets if num_classes is None else min(self.targets, num_classes - 1)
+        return {
+            "components": ["apgd_ce", "apgd_t", "fab_t", "square"],
+            "steps": self.steps,
+            "restarts": 1,
+            "targets": targets,
+            "square_queries": self.queries,
+            "max_queries": None,
+        }
+
+    def _components(self) -> list[TorchattacksAttack]:
+        common = {"norm": self.norm, "eps": self.eps}
+        return [
+            APGDCE(**common, steps=self.steps),
+            APGDT(**common, steps=self.steps, targets=self.targets),
+            FABT(**common, steps=self.steps, targets=self.targets),
+            Square(**common, queries=self.queries),
+        ]
+
+    def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
+        start = time.perf_counter()
+        self._check_classes(len(model.labels))
+        outputs: list[AttackOutput | None] = [None] * len(examples)
+        queries = [0] * len(examples)
+        remaining = list(range(len(examples)))
+        for component in self._components():
+            if not remaining:
+                break
+            # Components draw from their own (seed, component name, ids) streams.
+            found = component.run(model, [examples[i] for i in remaining], seed)
+            still = []
+            for index, output in zip(remaining, found):
+                queries[index] += output.queries
+                if output.success or outputs[index] is None:
+                    outputs[index] = output
+                if not output.success:
+                    still.append(index)
+            remaining = still
+        seconds = (time.perf_counter() - start) / len(examples)
+        return [
+            AttackOutput(out.success, out.prediction, out.perturbation, count, seconds, out.adversarial)
+            for out, count in zip(outputs, queries)
+        ]
+
