@@ -26,7 +26,7 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` so that readers see either the old or the new file, never half."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -35,3 +35,4 @@ def atomic_write_text(path: Path, text: str) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+    return path

@@ -7,10 +7,23 @@ import pytest
 import torch
 
 from suite.attacks import ATTACKS, build_attack
+from suite.attacks.image.gradient import GradientAttack
 from suite.errors import ConfigError
 
 IMAGE_ATTACKS = [name for name in ATTACKS.names() if ATTACKS.get(name).modality == "image"]
+#: Our own gradient attacks (seeded per example); the rest are torchattacks baselines.
+OWN_ATTACKS = [name for name in IMAGE_ATTACKS if issubclass(ATTACKS.get(name), GradientAttack)]
+BASELINES = [name for name in IMAGE_ATTACKS if name not in OWN_ATTACKS]
 EPS = {"linf": 0.05, "l2": 0.8}
+#: Small budgets so the registry-wide checks stay fast (the real budgets run in bench/).
+QUICK = {
+    "apgd_ce": {"steps": 10},
+    "apgd_t": {"steps": 10, "targets": 3},
+    "fab_t": {"steps": 10, "targets": 3},
+    "square": {"queries": 300},
+    "autoattack": {"steps": 10, "targets": 3, "queries": 300},
+    "beta": {"steps": 10},
+}
 
 
 def _correct(model, examples, n):
@@ -19,11 +32,18 @@ def _correct(model, examples, n):
     return [ex for ex, p in zip(examples, predictions) if int(p) == ex.label][:n]
 
 
+@pytest.mark.parametrize("norm", ["linf", "l2"])
 @pytest.mark.parametrize("name", IMAGE_ATTACKS)
-def test_image_attack_respects_ball_and_box(name, digits_model, digits_examples):
-    examples = _correct(digits_model, digits_examples, 48)
-    attack = build_attack(name)
-    attack = build_attack(name, {"eps": EPS[attack.threat_model]})
+def test_image_attack_respects_ball_and_box(name, norm, digits_model, digits_examples):
+    cls = ATTACKS.get(name)
+    params = dict(QUICK.get(name, {}))
+    if "norm" in cls.model_fields or any(f.alias == "norm" for f in cls.model_fields.values()):
+        params["norm"] = norm
+    elif build_attack(name).threat_model != norm:
+        pytest.skip(f"{name} has no {norm} variant")
+    examples = _correct(digits_model, digits_examples, 48 if name in OWN_ATTACKS else 16)
+    attack = build_attack(name, {**params, "eps": EPS[norm]})
+    assert attack.threat_model == norm
     outputs = attack.run(digits_model, examples, seed=0)
     assert len(outputs) == len(examples)
     for example, output in zip(examples, outputs):
@@ -36,14 +56,16 @@ def test_image_attack_respects_ball_and_box(name, digits_model, digits_examples)
         prediction = int(digits_model.logits(output.adversarial[None]).argmax())
         assert output.prediction == prediction and output.success == (prediction != example.label)
         assert output.queries >= 1
-    # the built-in CNN is not adversarially trained: these budgets break most examples
-    assert sum(o.success for o in outputs) / len(outputs) > 0.5
+    # the built-in CNN is not adversarially trained: white-box attacks break most examples; a
+    # black-box one with a few hundred queries breaks some
+    rate = sum(o.success for o in outputs) / len(outputs)
+    assert rate > (0.5 if getattr(cls, "kind", "white-box") == "white-box" else 0.0)
 
 
-@pytest.mark.parametrize("name", IMAGE_ATTACKS)
+@pytest.mark.parametrize("name", OWN_ATTACKS)
 def test_image_attack_is_batch_size_invariant_and_seeded(name, digits_model, digits_examples):
     examples = _correct(digits_model, digits_examples, 24)
-    attack = build_attack(name, {"eps": 0.02 if build_attack(name).threat_model == "linf" else 0.3})
+    attack = build_attack(name, {**QUICK.get(name, {}), "eps": 0.02 if build_attack(name).threat_model == "linf" else 0.3})
     together = attack.run(digits_model, examples, seed=1)
     alone = [attack.run(digits_model, [ex], seed=1)[0] for ex in examples]
     assert [o.success for o in together] == [o.success for o in alone]
@@ -57,6 +79,23 @@ def test_image_attack_is_batch_size_invariant_and_seeded(name, digits_model, dig
     assert [o.success for o in again] == [o.success for o in together]
     for a, b in zip(together, again):
         torch.testing.assert_close(a.adversarial, b.adversarial, atol=2e-3, rtol=0)
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_baseline_is_reproducible_and_leaves_global_rng_alone(name, digits_model, digits_examples):
+    # torchattacks draws from the global RNG for the whole batch: reproducible for a given
+    # batch (we seed it from the example ids), and the caller's RNG state is restored.
+    examples = _correct(digits_model, digits_examples, 8)
+    attack = build_attack(name, {**QUICK[name], "eps": 0.02})
+    torch.manual_seed(123)
+    state = torch.random.get_rng_state()
+    first = attack.run(digits_model, examples, seed=3)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    second = attack.run(digits_model, examples, seed=3)
+    assert [o.success for o in first] == [o.success for o in second]
+    assert [o.queries for o in first] == [o.queries for o in second]
+    for a, b in zip(first, second):
+        assert torch.equal(a.adversarial, b.adversarial)
 
 
 def test_pgd_beats_fgm_and_zero_eps_does_nothing(digits_model, digits_examples):

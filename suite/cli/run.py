@@ -28,7 +28,15 @@ def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool) -> list:
 
     recipe = load_recipe(resolve_recipe(recipe_ref))
     output = output or Path("runs") / recipe.name
-    return run_tasks(recipe.tasks, recipe.seed, recipe.batch_size_for, output, overwrite, subdirs=True)
+    results = run_tasks(recipe.expanded_tasks(), recipe.seed, recipe.batch_size_for, output, overwrite, subdirs=True)
+    if recipe.sweep is not None and recipe.sweep.batch_size:
+        from suite.report.study import study_rows, study_table, write_study
+
+        rows = study_rows(results)
+        print(f"\n{study_table(rows)}")
+        csv_path, png_path = write_study(rows, output, title=f"{recipe.name}: success rate vs batch size")
+        print(f"\nstudy: {csv_path}, {png_path}")
+    return results
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -20,8 +20,8 @@ def handle(args: argparse.Namespace) -> int:
 
     path = resolve_recipe(args.recipe)
     recipe = load_recipe(path)
-    for task in recipe.tasks:
+    for task in recipe.expanded_tasks():
         MODEL_SCHEMES.get(task.model.spec.partition(":")[0])
-    attacks = sum(len(task.attacks) for task in recipe.tasks)
-    print(f"{path}: ok ({recipe.name}: {len(recipe.tasks)} task(s), {attacks} attack(s))")
+    attacks = sum(len(task.attacks) for task in recipe.expanded_tasks())
+    print(f"{path}: ok ({recipe.name}: {len(recipe.expanded_tasks())} task(s), {attacks} attack(s))")
     return 0

@@ -70,3 +70,15 @@ def worst_case_robust_accuracy(clean: Sequence[dict[str, Any]], attacked: Sequen
         record["correct"] and not any(by_id[record["id"]]["success"] for by_id in attacked) for record in clean
     )
     return robust / len(clean)
+
+
+def broken_only_by(clean: Sequence[dict[str, Any]], attacked: dict[str, dict[str, dict[str, Any]]]) -> dict[str, int]:
+    """Per attack, the examples it broke that no other attack broke (what the worst case owes it)."""
+    counts = dict.fromkeys(attacked, 0)
+    for record in clean:
+        if not record["correct"]:
+            continue
+        breakers = [name for name, by_id in attacked.items() if by_id[record["id"]]["success"]]
+        if len(breakers) == 1:
+            counts[breakers[0]] += 1
+    return counts

@@ -19,6 +19,7 @@ A recipe is pure data::
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from pathlib import Path
@@ -49,6 +50,9 @@ class AttackConfig(BaseModel):
 
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
+    #: Key of this attack in results and records; defaults to ``name``. Needed to run one
+    #: attack twice in a task (say at two ε).
+    label: str | None = Field(None, pattern=NAME_PATTERN)
 
     @model_validator(mode="before")
     @classmethod
@@ -57,14 +61,14 @@ class AttackConfig(BaseModel):
         if isinstance(value, str):
             return {"name": value}
         if isinstance(value, dict) and "params" not in value:
-            params = {key: item for key, item in value.items() if key != "name"}
-            return {"name": value.get("name"), "params": params}
+            params = {key: item for key, item in value.items() if key not in ("name", "label")}
+            return {"name": value.get("name"), "label": value.get("label"), "params": params}
         return value
 
     @property
-    def label(self) -> str:
-        """Key of this attack in results: its name (tasks may not repeat a name)."""
-        return self.name
+    def key(self) -> str:
+        """Key of this attack in results (tasks may not repeat a key)."""
+        return self.label or self.name
 
 
 class TaskConfig(BaseModel):
@@ -92,7 +96,7 @@ class TaskConfig(BaseModel):
     @field_validator("attacks")
     @classmethod
     def _unique(cls, attacks: tuple[AttackConfig, ...]) -> tuple[AttackConfig, ...]:
-        _refuse_repeats([attack.label for attack in attacks], "attack listed twice")
+        _refuse_repeats([attack.key for attack in attacks], "attack listed twice (give one a 'label')")
         return attacks
 
     def identity(self, seed: int) -> dict[str, Any]:
@@ -103,8 +107,55 @@ class TaskConfig(BaseModel):
         return hashlib.sha256(json.dumps(self.identity(seed), sort_keys=True).encode()).hexdigest()[:16]
 
 
+class Sweep(BaseModel):
+    """A grid a recipe runs every task over (the mini-batch study uses it).
+
+    Each batch size gives a copy of every task, named ``<task>-bs<size>``. Each combination of
+    ``params`` values gives a copy of every attack, labelled ``<attack>-<value>-<value>...``
+    (for example ``pgd_l2-mean-fp16``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    batch_size: tuple[int, ...] = ()
+    params: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
+
+    @field_validator("batch_size")
+    @classmethod
+    def _positive(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        if any(size <= 0 for size in sizes):
+            raise ValueError("batch sizes must be positive")
+        _refuse_repeats([str(size) for size in sizes], "batch size listed twice")
+        return sizes
+
+    @field_validator("params")
+    @classmethod
+    def _values(cls, params: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
+        for key, values in params.items():
+            if not values:
+                raise ValueError(f"sweep parameter {key!r} has no values")
+            if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", str(value)) for value in values):
+                raise ValueError(f"sweep values of {key!r} must be plain words or numbers")
+        return params
+
+    def expand(self, task: TaskConfig) -> list[TaskConfig]:
+        combos = list(itertools.product(*self.params.values())) or [()]
+        attacks = []
+        for attack in task.attacks:
+            for combo in combos:
+                label = "-".join([attack.key, *(str(value) for value in combo)])
+                params = {**attack.params, **dict(zip(self.params, combo))}
+                attacks.append(AttackConfig(name=attack.name, params=params, label=label))
+        expanded = task.model_copy(update={"attacks": tuple(attacks)}) if self.params else task
+        if not self.batch_size:
+            return [expanded]
+        return [
+            expanded.model_copy(update={"name": f"{task.name}-bs{size}", "batch_size": size}) for size in self.batch_size
+        ]
+
+
 class Recipe(BaseModel):
-    """A named list of tasks run with one seed."""
+    """A named list of tasks run with one seed (optionally over a :class:`Sweep`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -113,12 +164,25 @@ class Recipe(BaseModel):
     seed: int = Field(0, ge=0)
     batch_size: int = Field(32, gt=0)
     tasks: tuple[TaskConfig, ...] = Field(min_length=1)
+    sweep: Sweep | None = None
 
     @field_validator("tasks")
     @classmethod
     def _unique_tasks(cls, tasks: tuple[TaskConfig, ...]) -> tuple[TaskConfig, ...]:
         _refuse_repeats([task.name for task in tasks], "task name used twice")
         return tasks
+
+    @model_validator(mode="after")
+    def _sweep_needs_attacks(self) -> Recipe:
+        if self.sweep is not None and self.sweep.params and any(not task.attacks for task in self.tasks):
+            raise ValueError("a sweep over attack params needs every task to list its attacks")
+        return self
+
+    def expanded_tasks(self) -> tuple[TaskConfig, ...]:
+        """The tasks to run: ``tasks``, or every task over the sweep grid."""
+        if self.sweep is None:
+            return self.tasks
+        return tuple(expanded for task in self.tasks for expanded in self.sweep.expand(task))
 
     def batch_size_for(self, task: TaskConfig) -> int:
         return task.batch_size or self.batch_size
@@ -150,7 +214,7 @@ def parse_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
         recipe = Recipe.model_validate(data)
     except ValidationError as error:
         raise ConfigError(f"{source}: {format_validation_error(error)}") from error
-    for task in recipe.tasks:
+    for task in recipe.expanded_tasks():
         for attack in task.attacks:
             build_attack(attack.name, attack.params)
     return recipe

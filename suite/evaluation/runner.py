@@ -23,7 +23,8 @@ from suite.attacks import Attack, build_attack
 from suite.data.base import EvalSet, Example
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError
-from suite.evaluation.metrics import accuracy, attack_metrics, worst_case_robust_accuracy
+from suite.evaluation.checks import CHECK_EXAMPLES, check_black_box, check_probabilities, check_reduction, check_zero_gradients
+from suite.evaluation.metrics import accuracy, attack_metrics, broken_only_by, worst_case_robust_accuracy
 from suite.evaluation.recipe import DEFAULT_ATTACKS, AttackConfig, TaskConfig
 from suite.evaluation.records import RESULTS_FILE, RecordStore
 from suite.models import Classifier, load_model
@@ -49,11 +50,11 @@ class PreparedTask:
 def prepare(task: TaskConfig, seed: int, batch_size: int, directory: Path, overwrite: bool = False) -> PreparedTask:
     """Build attacks, model and examples, and check the output dir, without writing anything."""
     # Attacks first: a bad name or hyperparameter fails before any model is loaded.
-    attacks = {config.label: build_attack(config.name, config.params) for config in task.attacks}
+    attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
     model = load_model(task.model)
     if not attacks:
         task = task.model_copy(update={"attacks": tuple(AttackConfig(name=n) for n in DEFAULT_ATTACKS[model.modality])})
-        attacks = {config.label: build_attack(config.name, config.params) for config in task.attacks}
+        attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
     for name, attack in attacks.items():
         if attack.modality != model.modality:
             raise ConfigError(f"attack {name!r} works on {attack.modality} but model {task.model.spec!r} takes {model.modality}")
@@ -75,7 +76,24 @@ def execute(prepared: PreparedTask, command: str | None = None) -> Results:
         _attack_pass(prepared, name, attack)
         by_attack[name] = {ex.id: store.get("attack", ex.id, name) for ex in _correct(prepared)}
     results = _summarise(prepared, by_attack, clean_seconds, command)
+    results["warnings"] = _checks(prepared, results["attacks"])
     return write_results(store.directory / RESULTS_FILE, results)
+
+
+def _checks(prepared: PreparedTask, metrics: dict[str, dict[str, Any]]) -> list[str]:
+    """Run the sanity checks of :mod:`suite.evaluation.checks`; log and return the warnings."""
+    model, examples = prepared.model, prepared.eval_set.examples[:CHECK_EXAMPLES]
+    inputs = [ex.input for ex in examples] if model.modality == "text" else torch.stack([ex.input for ex in examples])
+    correct = _correct(prepared)
+    warnings = [
+        *check_probabilities(model.logits(inputs)),
+        *check_zero_gradients(model, correct),
+        *check_black_box(prepared.attacks, metrics),
+        *check_reduction(model, prepared.attacks, correct, prepared.seed),
+    ]
+    for warning in warnings:
+        logger.warning("%s: %s", prepared.config.name, warning)
+    return warnings
 
 
 def _batches(items: Sequence[Example], size: int) -> list[Sequence[Example]]:
@@ -156,6 +174,8 @@ def _summarise(prepared: PreparedTask, by_attack: dict[str, dict[str, dict[str, 
         "clean_accuracy": accuracy([r["prediction"] for r in clean], [r["label"] for r in clean]),
         "attacks": attacks,
         "worst_case_robust_accuracy": worst_case_robust_accuracy(clean, list(by_attack.values())),
+        "broken_only_by": broken_only_by(clean, by_attack),
+        "batch_size": prepared.batch_size,
         "clean_seconds": clean_seconds,
         "warnings": [],
         "config": task.model_dump(mode="json"),

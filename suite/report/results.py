@@ -1,7 +1,8 @@
 """The declared results schema and its writer.
 
 ``results.json`` holds one model on one dataset: clean accuracy, per-attack metrics with their
-budgets, the worst case over attacks per example, warnings, the resolved configuration and
+budgets, the worst case over attacks per example (and which attack alone broke what), the
+sanity-check warnings, the resolved configuration and
 full provenance. Accuracies are fractions in [0, 1], stored as numbers.
 """
 
@@ -80,6 +81,10 @@ class Results(_Strict):
     clean_accuracy: float = Fraction
     attacks: dict[str, AttackEntry]
     worst_case_robust_accuracy: float = Fraction
+    #: Per attack, the examples only it broke (the worst case would lose them without it).
+    broken_only_by: dict[str, int]
+    #: Batch size the run used (results do not depend on it; the mini-batch study reads it).
+    batch_size: int = Field(ge=1)
     clean_seconds: float = Field(ge=0)
     warnings: list[str]
     config: dict[str, Any]

@@ -1,0 +1,110 @@
+"""Sanity checks on an evaluation, in the spirit of AutoAttack's ``checks.py`` (Croce & Hein,
+ICML 2020). Each returns a list of one-line warnings; the runner records them in
+``results.json`` and logs them. None of them changes a result: they say when a number should
+not be trusted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from suite.attacks import Attack
+from suite.attacks.losses import cross_entropy
+from suite.data.base import Example
+from suite.models.base import Classifier
+
+logger = logging.getLogger(__name__)
+#: Examples used by the checks that run the model (enough to see a pattern, cheap to run).
+CHECK_EXAMPLES = 16
+
+
+def check_probabilities(logits: torch.Tensor) -> list[str]:
+    """Warn when the model's outputs look like probabilities rather than logits.
+
+    Attacks on softmax outputs see gradients squashed by a second softmax, and the margin and
+    DLR losses lose their meaning (AutoAttack's ``check_range_output``).
+    """
+    if logits.numel() == 0:
+        return []
+    in_range = bool(((logits >= 0) & (logits <= 1)).all())
+    sums_to_one = bool(torch.allclose(logits.sum(dim=1), torch.ones(len(logits), device=logits.device), atol=1e-3))
+    if in_range and sums_to_one:
+        return ["the model returns probabilities (outputs in [0, 1] summing to 1), not logits: gradient attacks "
+                "are weakened and margin/DLR losses are distorted; serve the logits"]
+    return []
+
+
+def check_zero_gradients(model: Classifier, examples: Sequence[Example]) -> list[str]:
+    """Warn when the cross-entropy gradient with respect to the input is exactly zero.
+
+    Zero gradients (saturated softmax, non-differentiable preprocessing, an overconfident model)
+    make gradient attacks report robustness that is not there (AutoAttack's
+    ``check_zero_gradients``).
+    """
+    if model.modality != "image" or not examples:
+        return []
+    batch = list(examples[:CHECK_EXAMPLES])
+    x = torch.stack([example.input for example in batch]).to(model.device, torch.float32).requires_grad_(True)
+    y = torch.tensor([example.label for example in batch], device=model.device)
+    (grad,) = torch.autograd.grad(cross_entropy(model.logits(x, grad=True), y).sum(), x)
+    zero = int((grad.flatten(1).abs().amax(dim=1) == 0).sum())
+    if zero:
+        return [f"the input gradient of the cross-entropy is exactly zero for {zero} of {len(batch)} examples: "
+                "gradient attacks on cross-entropy cannot move them; trust margin-based attacks (beta, apgd_t) "
+                "and black-box ones (square) instead"]
+    return []
+
+
+def check_black_box(attacks: Mapping[str, Attack], metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Warn when a black-box attack beats every white-box one (AutoAttack's ``check_square_sr``).
+
+    A query-only attack should not beat attacks that see gradients; when it does, the gradients
+    are probably masked or obfuscated.
+    """
+    white = {name: metrics[name]["robust_accuracy"] for name, attack in attacks.items()
+             if attack.modality == "image" and getattr(attack, "kind", "white-box") == "white-box"}
+    black = {name: metrics[name]["robust_accuracy"] for name, attack in attacks.items()
+             if getattr(attack, "kind", "white-box") == "black-box"}
+    if not white or not black:
+        return []
+    best_white = min(white.values())
+    return [
+        f"black-box attack {name!r} ({100 * value:.1f}% robust accuracy) beats every white-box attack "
+        f"(best {100 * best_white:.1f}%): gradients look masked; the white-box numbers overstate robustness"
+        for name, value in black.items() if value < best_white
+    ]
+
+
+def check_reduction(model: Classifier, attacks: Mapping[str, Attack], examples: Sequence[Example], seed: int) -> list[str]:
+    """Warn when mean- and sum-reduced versions of an attack decide one batch differently.
+
+    Runs the first gradient attack twice on one batch of at most :data:`CHECK_EXAMPLES`
+    examples, once with each reduction. A sum-reduced loss gives every example its own gradient;
+    a different outcome under the mean means the per-example gradients are so small that the
+    1/N factor changes them (Redgrave & Crum): the numbers then depend on the batch size and, in
+    low precision, on underflow.
+    """
+    if not examples:
+        return []
+    batch = list(examples[:CHECK_EXAMPLES])
+    warnings = []
+    for name, attack in attacks.items():
+        if "reduction" not in type(attack).model_fields:
+            continue
+        if attack.reduction == "mean":
+            warnings.append(f"attack {name!r} uses reduction 'mean', which is for studying the batch-size effect only; "
+                            "its results depend on the batch size")
+            continue
+        summed = attack.run(model, batch, seed)
+        meaned = attack.model_copy(update={"reduction": "mean"}).run(model, batch, seed)
+        differ = sum(a.success != b.success for a, b in zip(summed, meaned))
+        if differ:
+            warnings.append(f"attack {name!r}: sum- and mean-reduced losses decide {differ} of {len(batch)} examples "
+                            f"differently at batch size {len(batch)}: gradients are near underflow "
+                            f"(precision {attack.precision}); results would depend on the batch size with a mean loss")
+        break  # one gradient attack is enough to see the model's gradient scale
+    return warnings
