@@ -187,3 +187,34 @@ def test_records_identical_for_batch_size_1_and_64(tmp_path):
     # the budget of every attack is recorded
     assert first["attacks"]["beta"]["budget"]["targets"] == 9
     assert first["attacks"]["pgd_linf"]["budget"]["steps"] == 20
+
+
+@pytest.mark.slow
+def test_study_recipe_prints_table_and_writes_plot(tmp_path, capsys):
+    from test_cli import advsuite
+
+    recipe = tmp_path / "study.yaml"
+    recipe.write_text(
+        "name: mini_study\n"
+        "sweep: {batch_size: [2, 16], params: {reduction: [sum, mean]}}\n"
+        "tasks:\n"
+        "  - name: digits\n"
+        "    model: builtin:digits-cnn\n"
+        "    dataset: {spec: builtin:digits, n: 32}\n"
+        "    attacks: [{name: pgd_linf, eps: 0.01, steps: 5}]\n"
+    )
+    out = tmp_path / "out"
+    assert advsuite("run", str(recipe), "--output", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert "bs=2" in printed and "bs=16" in printed and "pgd_linf-mean" in printed
+    png = (out / "study.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    rows = (out / "study.csv").read_text().splitlines()
+    assert rows[0].startswith("task,batch_size,attack,success_rate")
+    assert len(rows) == 1 + 2 * 2
+    by_key = {(r.split(",")[1], r.split(",")[2]): r.split(",")[3] for r in rows[1:]}
+    # summed loss: the same success rate at every batch size
+    assert by_key[("2", "pgd_linf-sum")] == by_key[("16", "pgd_linf-sum")]
+    results = json.loads((out / "digits-bs16" / "results.json").read_text())
+    assert results["batch_size"] == 16 and set(results["attacks"]) == {"pgd_linf-sum", "pgd_linf-mean"}
+    assert any("studying the batch-size effect only" in w for w in results["warnings"])

@@ -40,7 +40,12 @@ def _recipe(**task):
         (_recipe(dataset={"spec": "builtin:digits", "n": 0}), "n: Input should be greater than 0"),
         (_recipe(model={"spec": "builtin:digits-cnn", "temperature": 0}), "temperature: Input should be greater than 0"),
         (_recipe(model="digits-cnn"), "needs a scheme"),
-        (_recipe(attacks=["pgd_linf", "pgd_linf"]), "attack listed twice: pgd_linf"),
+        (_recipe(attacks=["pgd_linf", "pgd_linf"]), "attack listed twice \\(give one a 'label'\\): pgd_linf"),
+        ({**_recipe(), "sweep": {"batch_size": [0, 4]}}, "batch sizes must be positive"),
+        ({**_recipe(), "sweep": {"params": {"reduction": []}}}, "sweep parameter 'reduction' has no values"),
+        ({**_recipe(), "sweep": {"params": {"reduction": ["sum", "avg"]}}}, "reduction: Input should be 'sum' or 'mean'"),
+        ({**_recipe(), "sweep": {"params": {"precision": ["fp8"]}}}, "precision: Input should be"),
+        ({**_recipe(attacks=["square"]), "sweep": {"params": {"precision": ["fp16"]}}}, "precision: unknown parameter"),
     ],
 )
 def test_bad_recipes_are_one_line_errors(data, message):
@@ -65,3 +70,20 @@ def test_malformed_and_missing_files(tmp_path):
     scalar.write_text("just text\n")
     with pytest.raises(ConfigError, match="must be a mapping"):
         load_recipe(scalar)
+
+
+def test_sweep_expands_tasks_and_labels_attacks():
+    recipe = parse_recipe({**_recipe(attacks=[{"name": "pgd_linf", "eps": 0.1}, "fgm_l2"]),
+                           "sweep": {"batch_size": [1, 8], "params": {"reduction": ["sum", "mean"]}}})
+    tasks = recipe.expanded_tasks()
+    assert [(t.name, t.batch_size) for t in tasks] == [("default-bs1", 1), ("default-bs8", 8)]
+    labels = [a.key for a in tasks[0].attacks]
+    assert labels == ["pgd_linf-sum", "pgd_linf-mean", "fgm_l2-sum", "fgm_l2-mean"]
+    assert tasks[0].attacks[1].params == {"eps": 0.1, "reduction": "mean"}
+    # batch size does not enter the identity: every batch size must give the same results
+    assert tasks[0].identity(0) == tasks[1].identity(0)
+
+
+def test_same_attack_twice_under_labels():
+    recipe = parse_recipe(_recipe(attacks=[{"name": "pgd_linf", "eps": 0.01, "label": "small"}, "pgd_linf"]))
+    assert [a.key for a in recipe.tasks[0].attacks] == ["small", "pgd_linf"]

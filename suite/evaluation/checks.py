@@ -91,14 +91,16 @@ def check_reduction(model: Classifier, attacks: Mapping[str, Attack], examples: 
     if not examples:
         return []
     batch = list(examples[:CHECK_EXAMPLES])
-    warnings = []
-    for name, attack in attacks.items():
-        if "reduction" not in type(attack).model_fields:
-            continue
-        if attack.reduction == "mean":
-            warnings.append(f"attack {name!r} uses reduction 'mean', which is for studying the batch-size effect only; "
-                            "its results depend on the batch size")
-            continue
+    reducible = {name: attack for name, attack in attacks.items() if "reduction" in type(attack).model_fields}
+    warnings = [
+        f"attack {name!r} uses reduction 'mean', which is for studying the batch-size effect only; "
+        "its results depend on the batch size"
+        for name, attack in reducible.items() if attack.reduction == "mean"
+    ]
+    summed_attacks = [(name, attack) for name, attack in reducible.items() if attack.reduction == "sum"]
+    if summed_attacks:
+        # One gradient attack is enough to see the scale of the model's gradients.
+        name, attack = summed_attacks[0]
         summed = attack.run(model, batch, seed)
         meaned = attack.model_copy(update={"reduction": "mean"}).run(model, batch, seed)
         differ = sum(a.success != b.success for a, b in zip(summed, meaned))
@@ -106,5 +108,4 @@ def check_reduction(model: Classifier, attacks: Mapping[str, Attack], examples: 
             warnings.append(f"attack {name!r}: sum- and mean-reduced losses decide {differ} of {len(batch)} examples "
                             f"differently at batch size {len(batch)}: gradients are near underflow "
                             f"(precision {attack.precision}); results would depend on the batch size with a mean loss")
-        break  # one gradient attack is enough to see the model's gradient scale
     return warnings

@@ -1,0 +1,201 @@
+"""Image-attack benchmark: BETA vs AutoAttack, the cost of a step, and the batch-size effect.
+
+Everything is measured in one run, on the same model, examples and seed:
+
+1. Robust accuracy and wall time of BETA against the AutoAttack standard ensemble (official
+   budgets, built from torchattacks' components), APGD-CE, and ``torchattacks.AutoAttack`` as
+   shipped (10 iterations per component), under L∞ and L2. Ratios, not absolute times, are the
+   result: they transfer across machines.
+2. The cost of one PGD step and one BETA step divided by one bare forward+backward pass of the
+   same rows.
+3. PGD success rate at several batch sizes, with the loss summed or averaged, in fp32 and fp16,
+   on the built-in model served at temperature 0.5 (a confident model).
+
+    python bench/image_attacks.py              # about 10 minutes on 2 CPU cores
+    python bench/image_attacks.py --n 100 --json bench-image.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from suite.attacks import build_attack
+from suite.attacks.image.baselines import QueryCountingModule, import_torchattacks
+from suite.attacks.losses import cross_entropy
+from suite.data.config import DatasetConfig
+from suite.data.load import load_eval_set
+from suite.models import load_model
+from suite.models.temperature import TemperatureScaled
+from suite.seeding import global_rng_seeded
+
+EPS = {"linf": 0.006, "l2": 0.2}
+
+
+def _examples(model, n: int, seed: int):
+    eval_set = load_eval_set(DatasetConfig(spec="builtin:digits", n=n), model, seed)
+    images = torch.stack([ex.input for ex in eval_set.examples])
+    predictions = model.predict(images)
+    correct = [ex for ex, p in zip(eval_set.examples, predictions) if int(p) == ex.label]
+    return eval_set.examples, correct
+
+
+def _timed(attack, model, examples, seed: int, batch_size: int):
+    start = time.perf_counter()
+    outputs = []
+    for begin in range(0, len(examples), batch_size):
+        outputs += attack.run(model, examples[begin : begin + batch_size], seed)
+    return outputs, time.perf_counter() - start
+
+
+def _torchattacks_shipped(model, examples, norm: str, eps: float, batch_size: int, seed: int):
+    """torchattacks.AutoAttack exactly as shipped (its components at their 10-step defaults)."""
+    torchattacks = import_torchattacks()
+    start = time.perf_counter()
+    broken = []
+    for begin in range(0, len(examples), batch_size):
+        batch = examples[begin : begin + batch_size]
+        x = torch.stack([ex.input for ex in batch]).to(model.device)
+        y = torch.tensor([ex.label for ex in batch], device=model.device)
+        with global_rng_seeded(seed):
+            attack = torchattacks.AutoAttack(QueryCountingModule(model, x), norm={"linf": "Linf", "l2": "L2"}[norm],
+                                             eps=eps, version="standard", n_classes=len(model.labels), seed=seed)
+            adversarial = attack(x, y)
+        broken += (model.logits(adversarial).argmax(dim=1) != y).tolist()
+    return broken, time.perf_counter() - start
+
+
+def beta_vs_autoattack(model, n: int, seed: int, batch_size: int) -> list[dict]:
+    everything, correct = _examples(model, n, seed)
+    rows = []
+    for norm, eps in EPS.items():
+        contenders = {
+            "beta": build_attack("beta", {"norm": norm, "eps": eps}),
+            "apgd_ce": build_attack("apgd_ce", {"norm": norm, "eps": eps}),
+            "autoattack": build_attack("autoattack", {"norm": norm, "eps": eps}),
+        }
+        results = {}
+        for name, attack in contenders.items():
+            outputs, seconds = _timed(attack, model, correct, seed, batch_size)
+            broken = [o.success for o in outputs]
+            results[name] = (broken, seconds)
+        results["torchattacks.AutoAttack (as shipped)"] = _torchattacks_shipped(model, correct, norm, eps, batch_size, seed)
+        auto_broken, auto_seconds = results["autoattack"]
+        for name, (broken, seconds) in results.items():
+            robust = (len(correct) - sum(broken)) / len(everything)
+            rows.append({
+                "norm": norm,
+                "eps": eps,
+                "attack": name,
+                "robust_accuracy": robust,
+                "seconds": seconds,
+                "time_vs_autoattack": seconds / auto_seconds,
+                "pp_vs_autoattack": 100 * (robust - (len(correct) - sum(auto_broken)) / len(everything)),
+                "broken_only_by_it_vs_autoattack": sum(b and not a for a, b in zip(auto_broken, broken)),
+                "missed_vs_autoattack": sum(a and not b for a, b in zip(auto_broken, broken)),
+            })
+    return rows
+
+
+def _median_seconds(function, repeats: int = 5) -> float:
+    function()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def step_cost(model, seed: int, batch: int = 64) -> list[dict]:
+    """Seconds of one attack step / seconds of one bare forward+backward of the same rows."""
+    _, correct = _examples(model, 2 * batch, seed)
+    examples = correct[:batch]
+    x = torch.stack([ex.input for ex in examples]).to(model.device)
+    y = torch.tensor([ex.label for ex in examples], device=model.device)
+
+    def bare(rows: int):
+        inputs = x.repeat(rows // len(x), 1, 1, 1).requires_grad_(True)
+        labels = y.repeat(rows // len(y))
+
+        def run():
+            torch.autograd.grad(cross_entropy(model.logits(inputs, grad=True), labels).sum(), inputs)
+
+        return _median_seconds(run)
+
+    def per_step(name: str, params: dict) -> float:
+        # ε = 0 never succeeds, so every step runs; the difference of two step counts removes
+        # the fixed costs (target ranking, start, scoring).
+        def run(steps):
+            return lambda: build_attack(name, {**params, "eps": 0.0, "steps": steps}).run(model, examples, seed)
+
+        return (_median_seconds(run(20), 3) - _median_seconds(run(10), 3)) / 10
+
+    targets = len(model.labels) - 1
+    fb_rows, fb_targets = bare(len(x)), bare(len(x) * targets)
+    return [
+        {"attack": "pgd_linf", "rows": len(x), "step_seconds": (s := per_step("pgd_linf", {})), "bare_fwd_bwd_seconds": fb_rows,
+         "ratio": s / fb_rows},
+        {"attack": "beta", "rows": len(x) * targets, "step_seconds": (s := per_step("beta", {})),
+         "bare_fwd_bwd_seconds": fb_targets, "ratio": s / fb_targets},
+    ]
+
+
+def batch_size_effect(model, seed: int, sizes=(1, 16, 128), n: int = 128) -> list[dict]:
+    confident = TemperatureScaled(model, 0.5)
+    _, correct = _examples(confident, n + 32, seed)
+    examples = correct[:n]
+    rows = []
+    for precision in ("fp32", "fp16"):
+        for reduction in ("sum", "mean"):
+            attack = build_attack("pgd_linf", {"eps": 0.02, "steps": 10, "precision": precision, "reduction": reduction})
+            rates = {}
+            for size in sizes:
+                outputs, _ = _timed(attack, confident, examples, seed, size)
+                rates[size] = sum(o.success for o in outputs) / len(outputs)
+            rows.append({"precision": precision, "reduction": reduction, **{f"bs{size}": rate for size, rate in rates.items()},
+                         "spread_pp": 100 * (max(rates.values()) - min(rates.values()))})
+    return rows
+
+
+def _print(title: str, rows: list[dict]) -> None:
+    print(f"\n## {title}\n")
+    if not rows:
+        return
+    keys = list(rows[0])
+    print("| " + " | ".join(keys) + " |")
+    print("|" + "---|" * len(keys))
+    for row in rows:
+        cells = [f"{value:.4g}" if isinstance(value, float) else str(value) for value in row.values()]
+        print("| " + " | ".join(cells) + " |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=200, help="examples for BETA vs AutoAttack (default 200)")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write the numbers to this file")
+    args = parser.parse_args()
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    model = load_model("builtin:digits-cnn")
+    print(f"device {model.device}, torch threads {torch.get_num_threads()}")
+    report = {
+        "beta_vs_autoattack": beta_vs_autoattack(model, args.n, args.seed, args.batch_size),
+        "step_cost": step_cost(model, args.seed),
+        "batch_size_effect": batch_size_effect(model, args.seed),
+    }
+    _print(f"BETA vs AutoAttack (builtin:digits-cnn, n={args.n}, batch {args.batch_size})", report["beta_vs_autoattack"])
+    _print("Cost of one attack step / one bare forward+backward of the same rows", report["step_cost"])
+    _print("PGD-L∞ success rate by batch size (digits-cnn at T=0.5, ε=0.02, 10 steps)", report["batch_size_effect"])
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(report, handle, indent=2)
+
+
+if __name__ == "__main__":
+    main()
