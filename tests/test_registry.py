@@ -48,7 +48,8 @@ def test_shipped_registries_resolve():
     from suite.attacks import ATTACKS
     from suite.models.registry import BUILTIN_MODELS, MODEL_SCHEMES
 
-    assert {"fgm", "pgd_linf", "pgd_l2", "deepwordbug"} <= set(ATTACKS.names())
+    assert {"fgm_linf", "fgm_l2", "pgd_linf", "pgd_l2", "pgd_t_linf", "pgd_t_l2", "beta", "apgd_ce", "apgd_t", "fab_t",
+            "square", "autoattack", "deepwordbug"} <= set(ATTACKS.names())
     assert set(MODEL_SCHEMES.names()) == {"builtin", "hf", "timm"}
     assert {"digits-cnn", "sentiment-tiny"} <= set(BUILTIN_MODELS.names())
     for name in MODEL_SCHEMES:
