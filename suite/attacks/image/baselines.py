@@ -48,7 +48,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from suite.attacks.base import Attack, AttackOutput, register_attack
-from suite.attacks.image.gradient import DEFAULT_EPS
+from suite.attacks.image.gradient import DEFAULT_EPS, batch_outputs
 from suite.attacks.image.norms import NORMS
 from suite.data.base import Example
 from suite.errors import ConfigError, ResourceMissingError
@@ -138,25 +138,7 @@ class TorchattacksAttack(Attack):
         delta = NORMS[self.norm].project(adversarial - x, self.eps)
         adversarial = (x + delta).clamp(0.0, 1.0)
         predictions = model.logits(adversarial).argmax(dim=1)
-        queries = module.queries + 1
-        sizes = NORMS[self.norm].measure(adversarial - x)
-        seconds = (time.perf_counter() - start) / len(examples)
-        return [
-            AttackOutput(
-                success=bool(prediction != label),
-                prediction=int(prediction),
-                perturbation=float(size),
-                queries=int(count),
-                seconds=seconds,
-                adversarial=adv.cpu(),
-            )
-            for prediction, label, size, count, adv in zip(predictions, y, sizes, queries, adversarial)
-        ]
-
-
-def _target_classes(num_classes: int) -> int:
-    """The ``n_classes`` to hand torchattacks so that it attacks min(C − 1, 9) targets."""
-    return min(num_classes, 10)
+        return batch_outputs(NORMS[self.norm], x, y, adversarial, predictions, module.queries + 1, time.perf_counter() - start)
 
 
 @register_attack("apgd_ce")

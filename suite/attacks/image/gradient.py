@@ -69,6 +69,25 @@ class Search:
     queries: torch.Tensor
 
 
+def batch_outputs(
+    geometry: type, x: torch.Tensor, y: torch.Tensor, adversarial: torch.Tensor, predictions: torch.Tensor,
+    queries: torch.Tensor, seconds: float,
+) -> list[AttackOutput]:
+    """One :class:`AttackOutput` per example of an image batch (wall time shared evenly)."""
+    sizes = geometry.measure(adversarial - x)
+    return [
+        AttackOutput(
+            success=bool(prediction != label),
+            prediction=int(prediction),
+            perturbation=float(size),
+            queries=int(count),
+            seconds=seconds / len(x),
+            adversarial=adv.detach().cpu(),
+        )
+        for prediction, label, size, count, adv in zip(predictions, y, sizes, queries, adversarial)
+    ]
+
+
 class GradientAttack(Attack):
     """Shared driver: batch the examples, run :meth:`_perturb`, score on the served model.
 
@@ -103,19 +122,7 @@ class GradientAttack(Attack):
             # Success is decided by the served model in full precision, never by autocast.
             predictions = model.logits(adversarial).argmax(dim=1)
             queries = queries + 1
-        sizes = self.geometry.measure(adversarial - x)
-        seconds = (time.perf_counter() - start) / len(examples)
-        return [
-            AttackOutput(
-                success=bool(prediction != label),
-                prediction=int(prediction),
-                perturbation=float(size),
-                queries=int(count),
-                seconds=seconds,
-                adversarial=adv.detach().cpu(),
-            )
-            for prediction, label, size, count, adv in zip(predictions, y, sizes, queries, adversarial)
-        ]
+        return batch_outputs(self.geometry, x, y, adversarial, predictions, queries, time.perf_counter() - start)
 
     def _perturb(
         self, model: Classifier, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator]
@@ -190,6 +197,57 @@ class GradientAttack(Attack):
             if len(rows):
                 current[rows] = update(rows, inputs.detach()[moving], grad[moving])
         return Search(best, predictions, values, success, queries)
+
+    def _restarts(
+        self,
+        model: Classifier,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        generators: list[torch.Generator],
+        *,
+        steps: int,
+        restarts: int,
+        loss: LossName,
+        make_update: Callable[[torch.Tensor, torch.Tensor], Callable],
+        targets: torch.Tensor | None = None,
+        random_start: bool = True,
+        queries_spent: int = 0,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Run :meth:`_search` from up to ``restarts`` starts; only unbroken examples restart.
+
+        Args:
+            make_update: ``make_update(origins, starts)`` builds the update rule of one restart.
+            targets: N×K target classes (K rows per example), or ``None`` (one untargeted row).
+            queries_spent: Queries already spent per example (a clean pass ranking targets).
+        """
+        n = len(x)
+        per = 1 if targets is None else targets.shape[1]
+        adversarial, predictions = x.clone(), y.clone()
+        values = torch.full((n,), float("-inf"), device=x.device)
+        queries = torch.full((n,), queries_spent, dtype=torch.long, device=x.device)
+        for restart in range(restarts):
+            todo = (predictions == y).nonzero().squeeze(1)
+            if len(todo) == 0 or (restart > 0 and not random_start):
+                break
+            rows = todo.repeat_interleave(per)
+            origin = x[rows]
+            if random_start:
+                noise = torch.stack([self.geometry.random_start(x.shape[1:], self.eps, generators[i]) for i in rows.tolist()])
+                start = (origin + noise.to(x.device)).clamp(0.0, 1.0)
+            else:
+                start = origin
+            search = self._search(
+                model, origin, y[rows], start, steps, make_update(origin, start), loss,
+                targets=None if targets is None else targets[todo].reshape(-1),
+                groups=torch.arange(len(todo), device=x.device).repeat_interleave(per),
+                batch_rows=n * per,
+            )
+            found, predicted, value, hit, spent = select_rows(search, len(todo))
+            better = hit | (value > values[todo])
+            kept = todo[better]
+            adversarial[kept], predictions[kept], values[kept] = found[better], predicted[better], value[better]
+            queries[todo] += spent
+        return adversarial, predictions, queries
 
     def _ascent(self, x: torch.Tensor, alpha: float) -> Callable:
         """Steepest-ascent update (sign for L∞, normalised gradient for L2) of size ``alpha``."""
@@ -291,42 +349,12 @@ class _PGD(GradientAttack):
     _targeted: ClassVar[bool] = False
 
     def _perturb(self, model, x, y, generators):
-        n = len(x)
-        targets = self._targets(model, x, y)  # N×K, or None (untargeted: K = 1)
-        per = 1 if targets is None else targets.shape[1]
-        adversarial, predictions = x.clone(), y.clone()
-        values = torch.full((n,), float("-inf"), device=x.device)
-        queries = torch.zeros(n, dtype=torch.long, device=x.device) + (0 if targets is None else 1)
-        for restart in range(self.restarts):
-            todo = (predictions == y).nonzero().squeeze(1)
-            if len(todo) == 0 or (restart > 0 and not self.random_start):
-                break
-            rows = todo.repeat_interleave(per)
-            if self.random_start:
-                noise = torch.stack([
-                    self.geometry.random_start(x.shape[1:], self.eps, generators[i]) for i in rows.tolist()
-                ]).to(x.device)
-                start = (x[rows] + noise).clamp(0.0, 1.0)
-            else:
-                start = x[rows]
-            search = self._search(
-                model,
-                x[rows],
-                y[rows],
-                start,
-                self.steps,
-                self._ascent(x[rows], self.step_size),
-                self.loss,
-                targets=None if targets is None else targets[todo].reshape(-1),
-                groups=torch.arange(len(todo), device=x.device).repeat_interleave(per),
-                batch_rows=n * per,
-            )
-            found, predicted, value, hit, spent = select_rows(search, len(todo))
-            better = hit | (value > values[todo])
-            update = todo[better]
-            adversarial[update], predictions[update], values[update] = found[better], predicted[better], value[better]
-            queries[todo] += spent
-        return adversarial, predictions, queries
+        targets = self._targets(model, x, y)  # N×K, or None (untargeted)
+        return self._restarts(
+            model, x, y, generators, steps=self.steps, restarts=self.restarts, loss=self.loss,
+            make_update=lambda origin, start: self._ascent(origin, self.step_size),
+            targets=targets, random_start=self.random_start, queries_spent=0 if targets is None else 1,
+        )
 
 
 @register_attack("pgd_linf")
@@ -459,21 +487,10 @@ class BETA(GradientAttack):
         }
 
     def _perturb(self, model, x, y, generators):
-        n = len(x)
         targets = top_targets(model, x, y, self.targets)
-        per = targets.shape[1]
-        adversarial, predictions = x.clone(), y.clone()
-        values = torch.full((n,), float("-inf"), device=x.device)
-        queries = torch.ones(n, dtype=torch.long, device=x.device)  # the clean pass that ranks targets
         lr = self.learning_rate(x[0].numel())
-        for _ in range(self.restarts):
-            todo = (predictions == y).nonzero().squeeze(1)
-            if len(todo) == 0:
-                break
-            rows = todo.repeat_interleave(per)
-            origin = x[rows]
-            noise = torch.stack([self.geometry.random_start(x.shape[1:], self.eps, generators[i]) for i in rows.tolist()])
-            start = (origin + noise.to(x.device)).clamp(0.0, 1.0)
+
+        def make_update(origin: torch.Tensor, start: torch.Tensor) -> Callable:
             delta = (start - origin).clone()
             optimiser = getattr(torch.optim, self.optimizer)([delta], lr=lr)
 
@@ -487,21 +504,10 @@ class BETA(GradientAttack):
                     delta[live] = self._project(origin[live] + delta[live], origin[live]) - origin[live]
                 return origin[live] + delta[live]
 
-            search = self._search(
-                model,
-                origin,
-                y[rows],
-                start,
-                self.steps,
-                update,
-                "margin",
-                targets=targets[todo].reshape(-1),
-                groups=torch.arange(len(todo), device=x.device).repeat_interleave(per),
-                batch_rows=n * per,
-            )
-            found, predicted, value, hit, spent = select_rows(search, len(todo))
-            better = hit | (value > values[todo])
-            update_rows = todo[better]
-            adversarial[update_rows], predictions[update_rows], values[update_rows] = found[better], predicted[better], value[better]
-            queries[todo] += spent
-        return adversarial, predictions, queries
+            return update
+
+        # One clean pass ranks the targets: it counts as a query.
+        return self._restarts(
+            model, x, y, generators, steps=self.steps, restarts=self.restarts, loss="margin",
+            make_update=make_update, targets=targets, queries_spent=1,
+        )
