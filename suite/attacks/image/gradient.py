@@ -318,6 +318,8 @@ class FGML2(_FGM):
 
 
 class _PGD(GradientAttack):
+    _targeted: ClassVar[bool] = False
+
     steps: int = Field(20, ge=1)
     restarts: int = Field(1, ge=1)
     alpha: float | None = Field(None, gt=0, allow_inf_nan=False)
@@ -336,17 +338,15 @@ class _PGD(GradientAttack):
         return 1
 
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
-        rows = self._rows_per_example(num_classes)
-        extra = (rows > 1) + (self.precision != "fp32")
+        rows = self._rows_per_example(num_classes)  # None: all targets of an unknown class count
+        extra = int(self._targeted) + int(self.precision != "fp32")  # target ranking, fp32 re-scoring
         return {
             "steps": self.steps,
             "restarts": self.restarts,
             "step_size": self.step_size,
             "targets": rows if self._targeted else None,
-            "max_queries": (self.steps + 1) * self.restarts * rows + extra,
+            "max_queries": None if rows is None else (self.steps + 1) * self.restarts * rows + extra,
         }
-
-    _targeted: ClassVar[bool] = False
 
     def _perturb(self, model, x, y, generators):
         targets = self._targets(model, x, y)  # N×K, or None (untargeted)
