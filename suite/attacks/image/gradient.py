@@ -426,12 +426,17 @@ class BETA(GradientAttack):
     as in the paper) ascending the negative margin M_j(x) = f_j(x) − f_y(x), project after every
     step, and return the perturbation of j* = argmax_j M_j. ``steps`` counts steps per target
     class, as in the paper (their 30-step BETA runs 30 steps for each of the 9 targets).
+    ``optimizer`` is any ``torch.optim`` class name.
 
     Threat model ``norm`` (linf, default ε 8/255; l2, default ε 0.5); pixels in [0, 1].
 
-    Deviations: the optimiser's learning rate ``lr`` defaults to ε/10 for L∞ (RMSprop's first
-    step is then about ε per pixel) and ε/(10·√d) for L2 (a first step of L2 size about ε); the
-    paper gives no rule. Targets are attacked in parallel rather than one after another, and an
+    Deviations: the paper gives no rule for the learning rate ``lr``; under L∞ it defaults to
+    ε/10 (RMSprop's first step is then about ε per pixel). The paper's experiments are L∞. Under
+    L2, RMSprop's per-pixel scaling makes steps sign-like and spreads them over every pixel,
+    which wastes an L2 budget (measured on the built-in CNN at ε = 0.2: 50 % of examples broken
+    against APGD-CE's 92 %). So under L2 the optimiser gets the L2-normalised gradient, and the
+    default ``optimizer`` is SGD with ``lr`` = 5·ε/steps, a PGD-L2 step on the margin (chosen on
+    the built-in CNN: 2.5·ε/steps broke 32 of 40 examples, 5·ε/steps 37, APGD-CE 37). Targets are attacked in parallel rather than one after another, and an
     example stops once any target succeeds; each target also keeps its best iterate, so M_{j*}
     is the best margin seen rather than the last one.
     """
@@ -441,7 +446,7 @@ class BETA(GradientAttack):
     steps: int = Field(30, ge=1)
     restarts: int = Field(1, ge=1)
     targets: int | None = Field(None, ge=1)
-    optimizer: str = "RMSprop"
+    optimizer: str | None = None
     lr: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     model_config = GradientAttack.model_config | {"populate_by_name": True}
@@ -457,7 +462,9 @@ class BETA(GradientAttack):
 
     @field_validator("optimizer")
     @classmethod
-    def _known_optimizer(cls, name: str) -> str:
+    def _known_optimizer(cls, name: str | None) -> str | None:
+        if name is None:
+            return None
         found = getattr(torch.optim, name, None)
         if not (isinstance(found, type) and issubclass(found, torch.optim.Optimizer)) or name == "Optimizer":
             choices = ", ".join(("RMSprop", "Adam", "SGD", "Adagrad"))
@@ -471,10 +478,19 @@ class BETA(GradientAttack):
     def params(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True)
 
+    @property
+    def optimizer_name(self) -> str:
+        """RMSprop under L∞ (the paper); normalised-gradient SGD under L2 (see the class docstring)."""
+        return self.optimizer or ("RMSprop" if self.norm_name == "linf" else "SGD")
+
     def learning_rate(self, dim: int) -> float:
         if self.lr is not None:
             return self.lr
-        return self.eps / 10 if self.norm_name == "linf" else self.eps / (10 * math.sqrt(dim))
+        if self.norm_name == "linf":
+            return self.eps / 10
+        if self.optimizer_name == "SGD":
+            return 5 * self.eps / self.steps  # each step has L2 length lr
+        return self.eps / (10 * math.sqrt(dim))
 
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         per = self.targets if num_classes is None else min(self.targets or num_classes - 1, num_classes - 1)
@@ -482,7 +498,7 @@ class BETA(GradientAttack):
             "steps": self.steps,
             "restarts": self.restarts,
             "targets": per,
-            "optimizer": self.optimizer,
+            "optimizer": self.optimizer_name,
             "max_queries": None if per is None else (self.steps + 1) * per * self.restarts + 1 + (self.precision != "fp32"),
         }
 
@@ -492,9 +508,11 @@ class BETA(GradientAttack):
 
         def make_update(origin: torch.Tensor, start: torch.Tensor) -> Callable:
             delta = (start - origin).clone()
-            optimiser = getattr(torch.optim, self.optimizer)([delta], lr=lr)
+            optimiser = getattr(torch.optim, self.optimizer_name)([delta], lr=lr)
 
             def update(live: torch.Tensor, points: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+                if self.norm_name == "l2":
+                    grad = L2.step(grad, 1.0)  # unit L2 direction per row
                 # Optimisers minimise: hand them −∇M_j. Rows not moving get a zero gradient.
                 full = torch.zeros_like(delta)
                 full[live] = -grad.to(delta.dtype)
