@@ -141,6 +141,24 @@ class TorchattacksAttack(Attack):
         return batch_outputs(NORMS[self.norm], x, y, adversarial, predictions, module.queries + 1, time.perf_counter() - start)
 
 
+def _need_four_classes(name: str, num_classes: int) -> None:
+    # The targeted DLR loss reads the 4th-largest logit.
+    if num_classes < 4:
+        raise ConfigError(f"attack {name!r} needs a model with at least 4 classes (it has {num_classes})")
+
+
+class _TargetedBaseline(TorchattacksAttack):
+    """A torchattacks attack run towards the ``targets`` most likely wrong classes in turn."""
+
+    steps: int = Field(100, ge=1)
+    restarts: int = Field(1, ge=1)
+    targets: int = Field(9, ge=1)
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        targets = self.targets if num_classes is None else min(self.targets, num_classes - 1)
+        return {"steps": self.steps, "restarts": self.restarts, "targets": targets, "max_queries": None}
+
+
 @register_attack("apgd_ce")
 class APGDCE(TorchattacksAttack):
     """APGD on cross-entropy (Croce & Hein 2020) via torchattacks.APGD.
@@ -160,24 +178,15 @@ class APGDCE(TorchattacksAttack):
 
 
 @register_attack("apgd_t")
-class APGDT(TorchattacksAttack):
+class APGDT(_TargetedBaseline):
     """APGD on the targeted DLR loss (Croce & Hein 2020) via torchattacks.APGDT.
 
     Attacks the ``targets`` (default 9) most likely wrong classes in turn; 100 iterations each.
     Needs at least 4 classes (the targeted DLR loss reads the 4th-largest logit).
     """
 
-    steps: int = Field(100, ge=1)
-    restarts: int = Field(1, ge=1)
-    targets: int = Field(9, ge=1)
-
     def _check_classes(self, num_classes: int) -> None:
-        if num_classes < 4:
-            raise ConfigError(f"attack {self.name!r} needs a model with at least 4 classes (it has {num_classes})")
-
-    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
-        targets = self.targets if num_classes is None else min(self.targets, num_classes - 1)
-        return {"steps": self.steps, "restarts": self.restarts, "targets": targets, "max_queries": None}
+        _need_four_classes(self.name, num_classes)
 
     def _build(self, torchattacks, module, num_classes, seed):
         return torchattacks.APGDT(
@@ -187,19 +196,11 @@ class APGDT(TorchattacksAttack):
 
 
 @register_attack("fab_t")
-class FABT(TorchattacksAttack):
+class FABT(_TargetedBaseline):
     """Targeted FAB (Croce & Hein 2020) via torchattacks.FAB(multi_targeted=True).
 
     Attacks the ``targets`` (default 9) most likely wrong classes; 100 iterations each.
     """
-
-    steps: int = Field(100, ge=1)
-    restarts: int = Field(1, ge=1)
-    targets: int = Field(9, ge=1)
-
-    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
-        targets = self.targets if num_classes is None else min(self.targets, num_classes - 1)
-        return {"steps": self.steps, "restarts": self.restarts, "targets": targets, "max_queries": None}
 
     def _build(self, torchattacks, module, num_classes, seed):
         return torchattacks.FAB(
@@ -244,8 +245,7 @@ class AutoAttack(TorchattacksAttack):
     queries: int = Field(5000, ge=1)
 
     def _check_classes(self, num_classes: int) -> None:
-        if num_classes < 4:
-            raise ConfigError(f"attack {self.name!r} needs a model with at least 4 classes (it has {num_classes})")
+        _need_four_classes(self.name, num_classes)
 
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         targets = self.targets if num_classes is None else min(self.targets, num_classes - 1)
