@@ -48,7 +48,7 @@ from pydantic import Field, model_validator
 from torch import nn
 
 from suite.attacks.base import Attack, AttackOutput, register_attack
-from suite.attacks.image.gradient import DEFAULT_EPS, batch_outputs
+from suite.attacks.image.gradient import batch_outputs, with_default_eps
 from suite.attacks.image.norms import NORMS
 from suite.data.base import Example
 from suite.errors import ConfigError, ResourceMissingError
@@ -104,9 +104,7 @@ class TorchattacksAttack(Attack):
     @model_validator(mode="before")
     @classmethod
     def _eps_for_norm(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "eps" not in data and data.get("norm", "linf") in DEFAULT_EPS:
-            data = {**data, "eps": DEFAULT_EPS[data.get("norm", "linf")]}
-        return data
+        return with_default_eps(data)
 
     @property
     def threat_model(self) -> str:

@@ -51,6 +51,16 @@ _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 DEFAULT_EPS = {"linf": 8 / 255, "l2": 0.5}
 
 
+def with_default_eps(data: Any) -> Any:
+    """Raw attack parameters with ``eps`` defaulted from their ``norm`` (for attacks with a
+    ``norm`` parameter; used as a pydantic ``mode="before"`` validator)."""
+    if isinstance(data, dict) and "eps" not in data:
+        norm = data.get("norm", data.get("norm_name", "linf"))
+        if norm in DEFAULT_EPS:
+            return {**data, "eps": DEFAULT_EPS[norm]}
+    return data
+
+
 def autocast(device: torch.device, precision: Precision):
     """Autocast context for ``precision`` (``fp32`` runs without autocast)."""
     if precision == "fp32":
@@ -454,11 +464,7 @@ class BETA(GradientAttack):
     @model_validator(mode="before")
     @classmethod
     def _eps_for_norm(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "eps" not in data:
-            norm = data.get("norm", data.get("norm_name", "linf"))
-            if norm in DEFAULT_EPS:
-                data = {**data, "eps": DEFAULT_EPS[norm]}
-        return data
+        return with_default_eps(data)
 
     @field_validator("optimizer")
     @classmethod
