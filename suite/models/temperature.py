@@ -21,13 +21,16 @@ class TemperatureScaled(Classifier):
     Args:
         base: The classifier to wrap.
         temperature: T > 0. Temperatures compose: wrapping a T1 model with T2 serves T1·T2.
+        adversary: This is an attacker's view (adversary temperature T_a), not a served model:
+            attacks search on it, and the suite scores what they find on ``base``.
     """
 
-    def __init__(self, base: Classifier, temperature: float) -> None:
+    def __init__(self, base: Classifier, temperature: float, adversary: bool = False) -> None:
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         self.base = base
         self.temperature = float(temperature)
+        self.adversary = adversary
         self.modality = base.modality
         self.labels = base.labels
         self.input_size = base.input_size

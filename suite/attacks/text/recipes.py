@@ -1,5 +1,15 @@
 """TextAttack word-level attack recipes, run through TextAttack's own classes.
 
+Every recipe declares the offline resources it needs (:attr:`TextAttackRecipe.resources`); a
+missing one fails before the recipe is built, in one line naming the fetch command. Where a
+TextAttack recipe cannot run as shipped, our variant has its own name and its docstring lists
+each deviation:
+
+- ``textfooler_minilm`` / ``bae_minilm``: the Universal Sentence Encoder needs tensorflow and
+  tensorflow_hub (not dependencies of the suite); these use a torch sentence encoder instead.
+- ``textbugger_minilm``: the same, and without homoglyph swaps (TextAttack 0.3.11's wheel
+  lacks ``shared/intentional_homoglyphs.txt``).
+
 Each example is attacked with TextAttack's ``Attack.attack(text, label)``. TextAttack draws
 from Python's and NumPy's global RNGs and takes no generator, so each example runs inside
 :func:`suite.seeding.global_rng_seeded` with a seed derived from (run seed, attack, example id),
@@ -16,21 +26,39 @@ from pydantic import Field, PrivateAttr
 
 from suite.attacks.base import Attack, AttackOutput, register_attack
 from suite.attacks.text.offline import import_textattack
+from suite.attacks.text.resources import NLTK, Resource, require
 from suite.attacks.text.wrapper import make_wrapper
 from suite.data.base import Example
 from suite.models.base import Classifier
+from suite.models.temperature import TemperatureScaled
 from suite.seeding import example_seed, global_rng_seeded
 
 
+SENTENCE_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
+STOPWORDS = NLTK["stopwords"]
+POS_TAGGER = (NLTK["averaged_perceptron_tagger_eng"], NLTK["universal_tagset"])
+PARAGRAMCF = Resource("embedding", "paragramcf", "counter-fitted word embeddings for synonym swaps")
+USE = Resource("package", "tensorflow_hub", "Universal Sentence Encoder (tfhub.dev, needs the network)",
+               install="run: pip install tensorflow tensorflow_hub (or use the *_minilm variant)")
+MINILM = Resource("hub", SENTENCE_ENCODER, "torch sentence encoder replacing USE")
+
+
 class TextAttackRecipe(Attack):
-    """Run one TextAttack recipe on a batch of examples."""
+    """Run one TextAttack recipe on a batch of examples.
+
+    The model an attack receives may be a temperature-scaled view of the served model (the
+    adversary temperature of :mod:`suite.calibration`); the TextAttack objects are built once
+    per underlying model and the wrapper's temperature is set for each run.
+    """
 
     modality: ClassVar[str] = "text"
+    #: What the recipe needs on disk (checked before it is built).
+    resources: ClassVar[tuple[Resource, ...]] = (STOPWORDS,)
     query_budget: int | None = Field(None, gt=0)
     model_batch_size: int = Field(32, gt=0)
-    # (wrapper, TextAttack Attack) per model: built once, reused by every batch (recipes such
-    # as PWWS load WordNet when built). Not a hyperparameter; not part of equality.
-    _built: dict[int, tuple[Any, Any]] = PrivateAttr(default_factory=dict)
+    # (model, wrapper, TextAttack Attack) per served model: built once, reused by every batch
+    # (recipes such as PWWS load WordNet when built). Holding the model keeps its id unique.
+    _built: dict[int, tuple[Any, Any, Any]] = PrivateAttr(default_factory=dict)
 
     @property
     def threat_model(self) -> str:
@@ -40,23 +68,32 @@ class TextAttackRecipe(Attack):
         """Build TextAttack's ``Attack`` object for ``wrapper``."""
         raise NotImplementedError
 
+    def check_resources(self) -> None:
+        """Raise a one-line :class:`~suite.errors.ResourceMissingError` if anything is missing."""
+        require(self.name, self.resources)
+
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         return {"query_budget": self.query_budget}
 
     def _attack_for(self, model: Classifier) -> tuple[Any, Any]:
-        if id(model) not in self._built:
+        served, temperature = model, 1.0
+        while isinstance(served, TemperatureScaled) and getattr(served, "adversary", False):
+            temperature *= served.temperature
+            served = served.base
+        if id(served) not in self._built:
+            self.check_resources()
             import_textattack()
-            wrapper = make_wrapper(model, self.model_batch_size)
+            wrapper = make_wrapper(served, self.model_batch_size)
             attack = self.build(wrapper)
             if self.query_budget is not None:
                 attack.goal_function.query_budget = self.query_budget
-            self._built[id(model)] = (wrapper, attack)
-        return self._built[id(model)]
+            self._built[id(served)] = (served, wrapper, attack)
+        _, wrapper, attack = self._built[id(served)]
+        wrapper.temperature = temperature
+        return wrapper, attack
 
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
-        wrapper, attack = self._attack_for(model)  # first: it makes textattack importable
-        from textattack.attack_results import SuccessfulAttackResult
-
+        wrapper, attack = self._attack_for(model)
         outputs = []
         for example in examples:
             start = time.perf_counter()
@@ -68,7 +105,9 @@ class TextAttackRecipe(Attack):
             changed = len(original.all_words_diff(adversarial)) if adversarial.words else 0
             outputs.append(
                 AttackOutput(
-                    success=isinstance(result, SuccessfulAttackResult),
+                    # Misclassified, not TextAttack's "successful": input reduction succeeds by
+                    # keeping the prediction.
+                    success=int(result.perturbed_result.output) != example.label,
                     prediction=int(result.perturbed_result.output),
                     perturbation=changed / max(1, len(original.words)),
                     queries=wrapper.queries - queries_before,
@@ -84,14 +123,222 @@ class TextAttackRecipe(Attack):
 
 @register_attack("deepwordbug")
 class DeepWordBug(TextAttackRecipe):
-    """DeepWordBug (Gao et al. 2018): greedy character edits on the most important words.
+    """DeepWordBug (Gao et al. 2018, https://arxiv.org/abs/1801.04354): character edits.
 
-    TextAttack's ``DeepWordBugGao2018`` recipe (https://arxiv.org/abs/1801.04354): word
-    importance by deletion, character swap/substitution/deletion/insertion, Levenshtein
-    distance ≤ 30, untargeted. Needs only NLTK stopwords (shipped with the suite).
+    TextAttack's ``DeepWordBugGao2018``: word importance by deletion, character swap,
+    substitution, deletion and insertion, Levenshtein distance ≤ 30, untargeted. Needs only the
+    NLTK stopwords (shipped with the suite).
     """
 
     def build(self, wrapper: Any) -> Any:
         from textattack.attack_recipes import DeepWordBugGao2018
 
         return DeepWordBugGao2018.build(wrapper)
+
+
+@register_attack("pwws")
+class PWWS(TextAttackRecipe):
+    """PWWS (Ren et al. 2019, ACL): WordNet synonym swaps ranked by probability-weighted saliency.
+
+    TextAttack's ``PWWSRen2019``. Needs WordNet (``advsuite prefetch --attacks pwws``, or Debian's
+    ``wordnet-base`` offline; see :mod:`suite.attacks.text.resources`).
+    """
+
+    resources: ClassVar[tuple[Resource, ...]] = (STOPWORDS, NLTK["wordnet"])
+
+    def build(self, wrapper: Any) -> Any:
+        from textattack.attack_recipes import PWWSRen2019
+
+        return PWWSRen2019.build(wrapper)
+
+
+@register_attack("textfooler")
+class TextFooler(TextAttackRecipe):
+    """TextFooler (Jin et al. 2020, AAAI), exactly as TextAttack ships it (``TextFoolerJin2019``).
+
+    Needs the counter-fitted embeddings, the NLTK POS tagger, and the Universal Sentence
+    Encoder through tensorflow_hub (not a suite dependency); ``textfooler_minilm`` does not.
+    """
+
+    resources: ClassVar[tuple[Resource, ...]] = (STOPWORDS, PARAGRAMCF, *POS_TAGGER, USE)
+
+    def build(self, wrapper: Any) -> Any:
+        from textattack.attack_recipes import TextFoolerJin2019
+
+        return TextFoolerJin2019.build(wrapper)
+
+
+@register_attack("textfooler_minilm")
+class TextFoolerMiniLM(TextAttackRecipe):
+    """TextFooler with a torch sentence encoder in place of the Universal Sentence Encoder.
+
+    Deviation from ``TextFoolerJin2019`` (the only one): the USE constraint (angular similarity
+    ≥ 0.8408 over 15-word windows) is computed with ``all-MiniLM-L6-v2`` mean-pooled embeddings
+    (:class:`suite.attacks.text.encoders.TorchSentenceEncoder`) at the same threshold and window.
+    MiniLM similarities are not calibrated like USE's, so the constraint is only comparable in
+    spirit; results are labelled with this name, never as TextFooler's.
+    """
+
+    resources: ClassVar[tuple[Resource, ...]] = (STOPWORDS, PARAGRAMCF, *POS_TAGGER, MINILM)
+
+    def build(self, wrapper: Any) -> Any:
+        from textattack.attack_recipes import TextFoolerJin2019
+
+        return _replace_use(TextFoolerJin2019.build(wrapper))
+
+
+@register_attack("bae")
+class BAE(TextAttackRecipe):
+    """BAE-R (Garg and Ramakrishnan 2020, EMNLP), as TextAttack ships it (``BAEGarg2019``).
+
+    Needs ``bert-base-uncased`` (masked LM), the NLTK POS tagger and the Universal Sentence
+    Encoder through tensorflow_hub; ``bae_minilm`` replaces the last.
+    """
+
+    resources: ClassVar[tuple[Resource, ...]] = (
+        STOPWORDS, Resource("hub", "bert-base-uncased", "masked LM proposing replacements"), *POS_TAGGER, USE,
+    )
+
+    def build(self, wrapper: Any) -> Any:
+        from textattack.attack_recipes import BAEGarg2019
+
+        return BAEGarg2019.build(wrapper)
+
+
+@register_attack("bae_minilm")
+class BAEMiniLM(BAE):
+    """BAE-R with the USE constraint computed by a torch sentence encoder (see ``textfooler_minilm``)."""
+
+    resources: ClassVar[tuple[Resource, ...]] = (
+        STOPWORDS, Resource("hub", "bert-base-uncased", "masked LM proposing replacements"), *POS_TAGGER, MINILM,
+    )
+
+    def build(self, wrapper: Any) -> Any:
+        return _replace_use(super().build(wrapper))
+
+
+@register_attack("textbugger")
+class TextBugger(TextAttackRecipe):
+    """TextBugger (Li et al. 2019, NDSS), as TextAttack ships it (``TextBuggerLi2018``).
+
+    TextAttack 0.3.11's wheel lacks the homoglyph table this recipe reads; ``textbugger_minilm``
+    runs without it.
+    """
+
+    resources: ClassVar[tuple[Resource, ...]] = (
+        STOPWORDS, PARAGRAMCF, USE,
+        Resource("file", "shared/intentional_homoglyphs.txt", "homoglyph swaps",
+                 install="TextAttack 0.3.11's wheel omits it; install TextAttack from source or use textbugger_minilm"),
+    )
+
+    def build(self, wrapper: Any) -> Any:
+        from textattack.attack_recipes import TextBuggerLi2018
+
+        return TextBuggerLi2018.build(wrapper)
+
+
+@register_attack("textbugger_minilm")
+class TextBuggerMiniLM(TextAttackRecipe):
+    """TextBugger without homoglyph swaps, with a torch sentence encoder in place of USE.
+
+    Deviations from ``TextBuggerLi2018``: (1) no ``WordSwapHomoglyphSwap`` (its data file is
+    missing from TextAttack 0.3.11's wheel), so the bugs are space insertion, character deletion,
+    neighbour swap and embedding swaps; (2) the USE constraint (cosine ≥ 0.8) uses
+    ``all-MiniLM-L6-v2`` (see ``textfooler_minilm``).
+    """
+
+    resources: ClassVar[tuple[Resource, ...]] = (STOPWORDS, PARAGRAMCF, MINILM)
+
+    def build(self, wrapper: Any) -> Any:
+        from textattack import Attack as TextAttackAttack
+        from textattack.constraints.pre_transformation import RepeatModification, StopwordModification
+        from textattack.goal_functions import UntargetedClassification
+        from textattack.search_methods import GreedyWordSwapWIR
+        from textattack.transformations import (
+            CompositeTransformation,
+            WordSwapEmbedding,
+            WordSwapNeighboringCharacterSwap,
+            WordSwapRandomCharacterDeletion,
+            WordSwapRandomCharacterInsertion,
+        )
+
+        from suite.attacks.text.encoders import TorchSentenceEncoder
+
+        edges = {"random_one": True, "skip_first_char": True, "skip_last_char": True}
+        transformation = CompositeTransformation([
+            WordSwapRandomCharacterInsertion(letters_to_insert=" ", **edges),
+            WordSwapRandomCharacterDeletion(**edges),
+            WordSwapNeighboringCharacterSwap(**edges),
+            WordSwapEmbedding(max_candidates=5),
+        ])
+        constraints = [RepeatModification(), StopwordModification(), TorchSentenceEncoder(SENTENCE_ENCODER, threshold=0.8)]
+        return TextAttackAttack(UntargetedClassification(wrapper), constraints, transformation,
+                                GreedyWordSwapWIR(wir_method="delete"))
+
+
+@register_attack("pruthi")
+class Pruthi(TextAttackRecipe):
+    """Pruthi et al. 2019 (ACL): one typo (swap, deletion, insertion, QWERTY) in a word of ≥ 4 letters.
+
+    TextAttack's ``Pruthi2019``; needs only the NLTK stopwords.
+    """
+
+    def build(self, wrapper: Any) -> Any:
+        from textattack.attack_recipes import Pruthi2019
+
+        return Pruthi2019.build(wrapper)
+
+
+@register_attack("input_reduction")
+class InputReduction(TextAttackRecipe):
+    """Input reduction (Feng et al. 2018, EMNLP): delete words while the prediction stays the same.
+
+    TextAttack's ``InputReductionFeng2018``. It never changes the prediction by design, so its
+    robust accuracy is the clean accuracy; ``perturbation`` (the fraction of words removed) is
+    the number to read. Needs only the NLTK stopwords.
+    """
+
+    def build(self, wrapper: Any) -> Any:
+        from textattack.attack_recipes import InputReductionFeng2018
+
+        return InputReductionFeng2018.build(wrapper)
+
+
+@register_attack("checklist")
+class CheckList(TextAttackRecipe):
+    """CheckList invariance tests (Ribeiro et al. 2020, ACL): contractions, names, numbers, places.
+
+    TextAttack's ``CheckList2020``; names and locations are found by flair's English NER model
+    (``flair/ner-english`` from the Hub).
+    """
+
+    resources: ClassVar[tuple[Resource, ...]] = (
+        Resource("flair", "flair/ner-english", "named-entity tagger for name and location swaps"),
+    )
+
+    def build(self, wrapper: Any) -> Any:
+        from textattack.attack_recipes import CheckList2020
+
+        return CheckList2020.build(wrapper)
+
+
+def _replace_use(attack: Any) -> Any:
+    """The same TextAttack ``Attack`` with each USE constraint computed by a torch encoder.
+
+    Threshold, metric, window and comparison mode are kept; only the encoder changes.
+    """
+    from textattack.constraints.semantics.sentence_encoders import UniversalSentenceEncoder
+
+    from suite.attacks.text.encoders import TorchSentenceEncoder
+
+    constraints = []
+    for constraint in attack.pre_transformation_constraints + attack.constraints:
+        if isinstance(constraint, UniversalSentenceEncoder):
+            constraint = TorchSentenceEncoder(
+                SENTENCE_ENCODER, threshold=constraint.threshold, metric=constraint.metric,
+                compare_against_original=constraint.compare_against_original,
+                window_size=constraint.window_size if constraint.window_size != float("inf") else None,
+                skip_text_shorter_than_window=constraint.skip_text_shorter_than_window,
+            )
+        constraints.append(constraint)
+    return type(attack)(attack.goal_function, constraints, attack.transformation, attack.search_method)
