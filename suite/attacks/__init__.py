@@ -6,7 +6,8 @@ from __future__ import annotations
 from suite.attacks.base import ATTACKS, Attack, AttackOutput
 from suite.attacks.image import baselines as _baselines  # noqa: F401  (registers apgd_*, fab_t, square, autoattack)
 from suite.attacks.image import gradient as _gradient  # noqa: F401  (registers fgm_*, pgd_*, beta)
-from suite.attacks.text import recipes as _recipes  # noqa: F401  (registers deepwordbug)
+from suite.attacks.text import recipes as _recipes  # noqa: F401  (registers the TextAttack recipes)
+from suite.attacks.text import transfer as _transfer  # noqa: F401  (registers transfer)
 from suite.errors import ConfigError
 
 

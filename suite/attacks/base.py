@@ -50,6 +50,9 @@ class Attack(BaseModel):
 
     name: ClassVar[str]
     modality: ClassVar[str]
+    #: Whether the attack can search on an adversary-temperature view of the model (the cal /
+    #: opt adversaries of :mod:`suite.calibration`); a transfer attack cannot.
+    adversary_temperature: ClassVar[bool] = True
 
     @property
     def threat_model(self) -> str:

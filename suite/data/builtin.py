@@ -80,9 +80,17 @@ def sentiment_rows() -> list[dict[str, str]]:
 
 @BUILTIN_DATASETS.register("sentiment")
 def sentiment(split: str) -> RawSplit:
-    """520 hand-written review sentences, negative (0) / positive (1); splits train/test."""
-    _check_split("sentiment", split, ("train", "test"))
-    rows = [row for row in sentiment_rows() if row["split"] == split]
+    """520 hand-written review sentences, negative (0) / positive (1); splits train/validation/test.
+
+    ``validation`` is every fifth row of the file's training rows (80 sentences), held out from
+    ``train`` (320) for fitting adversary temperatures and calibration.
+    """
+    _check_split("sentiment", split, ("train", "validation", "test"))
+    if split == "test":
+        rows = [row for row in sentiment_rows() if row["split"] == "test"]
+    else:
+        training = [row for row in sentiment_rows() if row["split"] == "train"]
+        rows = [row for i, row in enumerate(training) if (i % 5 == 4) == (split == "validation")]
     digest = hashlib.sha256("\n".join(f"{r['id']}\t{r['label']}\t{r['text']}" for r in rows).encode())
     return RawSplit(
         ids=[row["id"] for row in rows],

@@ -23,7 +23,7 @@ import itertools
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -53,6 +53,9 @@ class AttackConfig(BaseModel):
     #: Key of this attack in results and records; defaults to ``name``. Needed to run one
     #: attack twice in a task (say at two ε).
     label: str | None = Field(None, pattern=NAME_PATTERN)
+    #: Skip the attack, with a warning in results, when a resource it needs (WordNet, Hub
+    #: weights) is missing, instead of failing the run.
+    optional: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -61,14 +64,76 @@ class AttackConfig(BaseModel):
         if isinstance(value, str):
             return {"name": value}
         if isinstance(value, dict) and "params" not in value:
-            params = {key: item for key, item in value.items() if key not in ("name", "label")}
-            return {"name": value.get("name"), "label": value.get("label"), "params": params}
+            params = {key: item for key, item in value.items() if key not in ("name", "label", "optional")}
+            return {"name": value.get("name"), "label": value.get("label"), "optional": value.get("optional", False),
+                    "params": params}
         return value
 
     @property
     def key(self) -> str:
         """Key of this attack in results (tasks may not repeat a key)."""
         return self.label or self.name
+
+
+AdversaryKind = Literal["none", "cal", "opt"]
+
+
+class AdversaryConfig(BaseModel):
+    """Which adversary temperatures every text attack of a task runs with.
+
+    ``none`` is the out-of-the-box attack; ``cal`` searches on ``logits / T_cal`` (NLL-optimal
+    T on labelled examples); ``opt`` on ``logits / T_opt`` (the T minimising the attack's
+    adversarial accuracy on ``opt_n`` labelled examples). Adversarial texts are always scored
+    on the served model. See :mod:`suite.calibration.temperature`.
+
+    Attributes:
+        kinds: Adversaries to run; results key ``<attack>@cal`` and ``<attack>@opt``.
+        split: Labelled split to fit T on (``validation``); ``None`` fits on the evaluated
+            examples themselves (the attack already knows their labels; T is one scalar).
+        n: Subsample of that split (all when unset).
+        opt_n: Examples per Q(T) evaluation of the ``opt`` search.
+        opt_attack: Attack whose Q(T) ``opt`` minimises; default: each attack for itself.
+        bounds: Search range of T (searched on log T).
+        maxiter: Brent iterations of the ``opt`` search (one attack run each).
+        threshold: Robust-accuracy drop (fraction) that flags an illusion of robustness.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kinds: tuple[AdversaryKind, ...] = ("none", "cal")
+    split: str | None = None
+    n: int | None = Field(None, gt=0)
+    opt_n: int = Field(20, gt=0)
+    opt_attack: AttackConfig | None = None
+    bounds: tuple[float, float] = (1e-9, 1e9)
+    maxiter: int = Field(12, gt=0)
+    threshold: float = Field(0.05, ge=0, le=1)
+
+    @field_validator("kinds")
+    @classmethod
+    def _kinds(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        if not kinds:
+            raise ValueError("list at least one adversary (none, cal, opt)")
+        _refuse_repeats(list(kinds), "adversary listed twice")
+        return kinds
+
+    @field_validator("bounds")
+    @classmethod
+    def _bounds(cls, bounds: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < bounds[0] < bounds[1] < float("inf"):
+            raise ValueError("bounds must be two temperatures 0 < low < high")
+        return bounds
+
+    @staticmethod
+    def key(attack_key: str, kind: str) -> str:
+        """Results key of ``attack_key`` run by adversary ``kind``."""
+        return attack_key if kind == "none" else f"{attack_key}@{kind}"
+
+
+#: Text tasks that name no adversary: the out-of-the-box attack and the calibrated adversary
+#: (fitted on the evaluated examples), so an extreme served temperature cannot hide anything.
+DEFAULT_TEXT_ADVERSARY = AdversaryConfig()
+NO_ADVERSARY = AdversaryConfig(kinds=("none",))
 
 
 class TaskConfig(BaseModel):
@@ -82,6 +147,8 @@ class TaskConfig(BaseModel):
     #: Empty means the default attacks of the model's modality (:data:`DEFAULT_ATTACKS`).
     attacks: tuple[AttackConfig, ...] = ()
     batch_size: int | None = Field(None, gt=0)
+    #: Adversary temperatures for text attacks; unset: :data:`DEFAULT_TEXT_ADVERSARY` for text.
+    adversary: AdversaryConfig | None = None
 
     @field_validator("model", mode="before")
     @classmethod
@@ -145,7 +212,7 @@ class Sweep(BaseModel):
             for combo in combos:
                 label = "-".join([attack.key, *(str(value) for value in combo)])
                 params = {**attack.params, **dict(zip(self.params, combo))}
-                attacks.append(AttackConfig(name=attack.name, params=params, label=label))
+                attacks.append(attack.model_copy(update={"params": params, "label": label}))
         expanded = task.model_copy(update={"attacks": tuple(attacks)}) if self.params else task
         if not self.batch_size:
             return [expanded]

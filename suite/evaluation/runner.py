@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +21,39 @@ from tqdm.auto import tqdm
 from suite import __version__
 from suite.attacks import Attack, build_attack
 from suite.data.base import EvalSet, Example
+from suite.calibration import calibration_metrics, fit_nll_temperature, optimise_temperature
 from suite.data.load import load_eval_set
-from suite.errors import ConfigError
+from suite.errors import ConfigError, ResourceMissingError
 from suite.evaluation.checks import CHECK_EXAMPLES, check_black_box, check_probabilities, check_reduction, check_zero_gradients
 from suite.evaluation.metrics import accuracy, attack_metrics, broken_only_by, worst_case_robust_accuracy
-from suite.evaluation.recipe import DEFAULT_ATTACKS, AttackConfig, TaskConfig
+from suite.evaluation.illusion import illusion_findings
+from suite.evaluation.recipe import (
+    DEFAULT_ATTACKS,
+    DEFAULT_TEXT_ADVERSARY,
+    NO_ADVERSARY,
+    AdversaryConfig,
+    AttackConfig,
+    TaskConfig,
+)
 from suite.evaluation.records import RESULTS_FILE, RecordStore
 from suite.models import Classifier, load_model
+from suite.models.temperature import TemperatureScaled
 from suite.report.results import SCHEMA_VERSION, Results, now, provenance, write_results
 
 logger = logging.getLogger(__name__)
+#: Rows per forward pass of the calibration passes (fixed, so results never depend on the
+#: task's batch size).
+SCORE_CHUNK = 64
+
+
+@dataclass(frozen=True)
+class AttackRun:
+    """One attack under one adversary: what a results entry and its records are keyed by."""
+
+    key: str
+    base: str
+    kind: str
+    attack: Attack
 
 
 @dataclass
@@ -45,6 +68,20 @@ class PreparedTask:
     attacks: dict[str, Attack]
     store: RecordStore
     overwrite: bool
+    adversary: AdversaryConfig = NO_ADVERSARY
+    #: Labelled examples the adversary temperatures are fitted on (``None``: no cal/opt).
+    fit_set: EvalSet | None = None
+    opt_attack: tuple[str, Attack] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def runs(self) -> list[AttackRun]:
+        return [
+            AttackRun(AdversaryConfig.key(key, kind), key, kind, attack)
+            for key, attack in self.attacks.items()
+            for kind in self.adversary.kinds
+            if kind == "none" or attack.adversary_temperature
+        ]
 
 
 def prepare(task: TaskConfig, seed: int, batch_size: int, directory: Path, overwrite: bool = False) -> PreparedTask:
@@ -58,12 +95,45 @@ def prepare(task: TaskConfig, seed: int, batch_size: int, directory: Path, overw
     for name, attack in attacks.items():
         if attack.modality != model.modality:
             raise ConfigError(f"attack {name!r} works on {attack.modality} but model {task.model.spec!r} takes {model.modality}")
+    adversary = task.adversary or (DEFAULT_TEXT_ADVERSARY if model.modality == "text" else NO_ADVERSARY)
+    if model.modality != "text" and adversary.kinds != ("none",):
+        raise ConfigError("adversary temperatures (cal, opt) apply to text attacks; image attacks here have "
+                          "temperature-free losses (margin, DLR): use beta or apgd_t")
+    notes = _check_resources(task, attacks)
+    opt_attack = None
+    if "opt" in adversary.kinds and adversary.opt_attack is not None:
+        opt_attack = (adversary.opt_attack.key, build_attack(adversary.opt_attack.name, adversary.opt_attack.params))
+        _check_resources(task.model_copy(update={"attacks": (adversary.opt_attack,)}), dict([opt_attack]))
     eval_set = load_eval_set(task.dataset, model, seed)
     if not eval_set.examples:
         raise ConfigError(f"dataset {task.dataset.spec!r} split {task.dataset.split!r} has no examples")
+    fit_set = None
+    if {"cal", "opt"} & set(adversary.kinds):
+        fit_set = eval_set if adversary.split is None else load_eval_set(
+            task.dataset.model_copy(update={"split": adversary.split, "n": adversary.n}), model, seed
+        )
     store = RecordStore(directory, task.identity(seed))
     store.check(overwrite)
-    return PreparedTask(task, seed, batch_size, model, eval_set, attacks, store, overwrite)
+    return PreparedTask(task, seed, batch_size, model, eval_set, attacks, store, overwrite, adversary, fit_set,
+                        opt_attack, notes)
+
+
+def _check_resources(task: TaskConfig, attacks: dict[str, Attack]) -> list[str]:
+    """Fail on a missing resource, or drop an ``optional`` attack with a note (returned)."""
+    notes = []
+    for config in task.attacks:
+        check = getattr(attacks.get(config.key), "check_resources", None)
+        if check is None:
+            continue
+        try:
+            check()
+        except ResourceMissingError as error:
+            if not config.optional:
+                raise
+            notes.append(f"skipped attack {config.key!r}: {error}")
+            logger.warning("%s: %s", task.name, notes[-1])
+            del attacks[config.key]
+    return notes
 
 
 def execute(prepared: PreparedTask, command: str | None = None) -> Results:
@@ -71,13 +141,117 @@ def execute(prepared: PreparedTask, command: str | None = None) -> Results:
     store = prepared.store
     store.open(prepared.overwrite)
     clean_seconds = _clean_pass(prepared)
+    adversary = _adversary_temperatures(prepared)
     by_attack: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, attack in prepared.attacks.items():
-        _attack_pass(prepared, name, attack)
-        by_attack[name] = {ex.id: store.get("attack", ex.id, name) for ex in _correct(prepared)}
+    for run in prepared.runs:
+        _attack_pass(prepared, run.key, run.attack, _temperature_of(adversary, run))
+        by_attack[run.key] = {ex.id: store.get("attack", ex.id, run.key) for ex in _correct(prepared)}
     results = _summarise(prepared, by_attack, clean_seconds, command)
-    results["warnings"] = _checks(prepared, results["attacks"])
+    for run in prepared.runs:
+        results["attacks"][run.key].update(
+            adversary=run.kind, base_attack=run.base, adversary_temperature=_temperature_of(adversary, run)
+        )
+    results["adversary"] = adversary
+    results["calibration"] = calibration_metrics(_served_logits(prepared.model, prepared.eval_set.examples),
+                                                 [ex.label for ex in prepared.eval_set.examples])
+    results["illusion"] = illusion_findings(results["attacks"], prepared.adversary.threshold)
+    base_metrics = {run.base: results["attacks"][run.key] for run in prepared.runs if run.kind == "none"}
+    results["warnings"] = [*prepared.notes, *_checks(prepared, base_metrics)]
+    for finding in results["illusion"]["findings"]:
+        logger.warning("%s: illusion of robustness: %s", prepared.config.name, finding["message"])
+    from suite.report.calibration_plots import write_plots
+
+    results["plots"] = write_plots(results, store.directory)
     return write_results(store.directory / RESULTS_FILE, results)
+
+
+def _served_logits(model: Classifier, examples: Sequence[Example]) -> torch.Tensor:
+    """Served logits in fixed-size chunks (so they never depend on the task's batch size)."""
+    chunks = []
+    for batch in _batches(examples, SCORE_CHUNK):
+        inputs = [ex.input for ex in batch] if model.modality == "text" else torch.stack([ex.input for ex in batch])
+        chunks.append(model.logits(inputs).cpu())
+    return torch.cat(chunks)
+
+
+def _temperature_of(adversary: dict[str, Any], run: AttackRun) -> float:
+    if run.kind == "cal":
+        return adversary["cal"]["temperature"]
+    if run.kind == "opt":
+        return adversary["opt"][run.base]["temperature"]
+    return 1.0
+
+
+def _adversary_temperatures(prepared: PreparedTask) -> dict[str, Any]:
+    """Fit T_cal and search T_opt (per attack, or once for ``opt_attack``); reuse recorded searches."""
+    config, fit_set = prepared.adversary, prepared.fit_set
+    info: dict[str, Any] = {"kinds": list(config.kinds), "split": config.split, "n": None, "cal": None, "opt": {}}
+    if fit_set is None:
+        return info
+    info["n"] = len(fit_set)
+    labels = [ex.label for ex in fit_set.examples]
+    logits = _served_logits(prepared.model, fit_set.examples)
+    if "cal" in config.kinds:
+        fit = fit_nll_temperature(logits, labels, bounds=config.bounds)
+        info["cal"] = {"temperature": fit.temperature, "nll": fit.nll, "nll_at_1": fit.nll_at_1,
+                       "evaluations": fit.evaluations, "at_bound": fit.at_bound}
+        if fit.at_bound:
+            logger.warning("%s: the NLL-optimal temperature sits at a search bound (%g); every fitting example may be "
+                           "classified correctly", prepared.config.name, fit.temperature)
+    if "opt" in config.kinds:
+        correct = (logits.argmax(dim=1) == torch.tensor(labels)).tolist()
+        pool = list(zip(fit_set.examples, correct))[: config.opt_n]
+        # T_cal first: on a tie (Q is a step function) opt keeps the calibrated temperature.
+        initial = ([info["cal"]["temperature"]] if info["cal"] else []) + [1.0]
+        searches: dict[str, dict[str, Any]] = {}
+        for run in prepared.runs:
+            if run.kind != "opt":
+                continue
+            key, attack = prepared.opt_attack or (run.base, run.attack)
+            if key not in searches:
+                searches[key] = _opt_search(prepared, key, attack, pool, initial)
+            info["opt"][run.base] = {**searches[key], "attack": key}
+    return info
+
+
+def _opt_search(prepared: PreparedTask, key: str, attack: Attack, pool: list[tuple[Example, bool]],
+                initial: list[float]) -> dict[str, Any]:
+    """Brent search of T minimising Q(T) (adversarial accuracy on ``pool``); recorded for resume."""
+    store, config = prepared.store, prepared.adversary
+    recorded = store.get("adversary", "opt", key)
+    if recorded is not None:
+        return {name: recorded[name] for name in ("temperature", "q", "evaluations", "attack_runs", "n")}
+    targets = [ex for ex, ok in pool if ok]
+
+    def adversarial_accuracy(temperature: float) -> float:
+        view = prepared.model if temperature == 1.0 else TemperatureScaled(prepared.model, temperature, adversary=True)
+        broken = 0
+        for batch in _batches(targets, prepared.batch_size):
+            outputs = attack.run(view, batch, prepared.seed)
+            broken += sum(_served_prediction(prepared.model, ex, out)[0] != ex.label for ex, out in zip(batch, outputs))
+        q = (len(targets) - broken) / len(pool)
+        logger.info("%s: opt %s: T=%.4g Q=%.3f", prepared.config.name, key, temperature, q)
+        return q
+
+    search = optimise_temperature(adversarial_accuracy, bounds=config.bounds, maxiter=config.maxiter, initial=initial)
+    record = {"kind": "adversary", "id": "opt", "attack": key, "temperature": search.temperature, "q": search.q,
+              "evaluations": [list(pair) for pair in search.evaluations], "attack_runs": search.attack_runs,
+              "n": len(pool)}
+    store.append([record])
+    return {name: record[name] for name in ("temperature", "q", "evaluations", "attack_runs", "n")}
+
+
+def _served_prediction(model: Classifier, example: Example, output) -> tuple[int, float | None]:
+    """Class and confidence of the served model on a text attack's adversarial text.
+
+    One text per forward pass, so the score never depends on which examples share a batch.
+    Image attacks already score their adversarial inputs on the served model.
+    """
+    if model.modality != "text":
+        return int(output.prediction), None
+    text = output.adversarial if isinstance(output.adversarial, str) else example.input
+    logits = model.logits([text])[0].double()
+    return int(logits.argmax()), float(torch.softmax(logits, dim=0).max())
 
 
 def _checks(prepared: PreparedTask, metrics: dict[str, dict[str, Any]]) -> list[str]:
@@ -118,43 +292,58 @@ def _correct(prepared: PreparedTask) -> list[Example]:
     return [ex for ex in prepared.eval_set.examples if prepared.store.get("clean", ex.id)["correct"]]
 
 
-def _attack_pass(prepared: PreparedTask, name: str, attack: Attack) -> None:
-    store = prepared.store
+def _attack_pass(prepared: PreparedTask, name: str, attack: Attack, temperature: float = 1.0) -> None:
+    """Attack every pending example; with ``temperature`` ≠ 1 the attack searches on the adversary's
+    view ``logits / T_a``, and what it finds is scored on the served model."""
+    store, model = prepared.store, prepared.model
+    view = model if temperature == 1.0 else TemperatureScaled(model, temperature, adversary=True)
     pending = [ex for ex in _correct(prepared) if not store.has("attack", ex.id, name)]
     with tqdm(total=len(pending), desc=name, unit="ex", disable=None, leave=False) as progress:
         for batch in _batches(pending, prepared.batch_size):
-            outputs = attack.run(prepared.model, batch, prepared.seed)
-            store.append(_attack_record(name, ex, out) for ex, out in zip(batch, outputs))
+            outputs = attack.run(view, batch, prepared.seed)
+            store.append(_attack_record(name, ex, out, model, temperature) for ex, out in zip(batch, outputs))
             progress.update(len(batch))
 
 
-def _attack_record(name: str, example: Example, output) -> dict[str, Any]:
+def _attack_record(name: str, example: Example, output, model: Classifier, temperature: float) -> dict[str, Any]:
+    prediction, confidence = _served_prediction(model, example, output)
     record = {
         "kind": "attack",
         "attack": name,
         "id": example.id,
-        "success": bool(output.success),
-        "prediction": int(output.prediction),
+        "success": prediction != example.label if model.modality == "text" else bool(output.success),
+        "prediction": prediction,
         "perturbation": float(output.perturbation),
         "queries": int(output.queries),
         "seconds": float(output.seconds),
     }
+    if confidence is not None:
+        record["confidence"] = confidence
+    if temperature != 1.0:
+        record["temperature"] = temperature
     if isinstance(output.adversarial, str):
         record["adversarial"] = output.adversarial
     return record
+
+
+def _mean_confidence(records) -> float | None:
+    """Mean served confidence on the adversarial inputs (text attacks record it)."""
+    values = [record["confidence"] for record in records if "confidence" in record]
+    return sum(values) / len(values) if values else None
 
 
 def _summarise(prepared: PreparedTask, by_attack: dict[str, dict[str, dict[str, Any]]], clean_seconds: float, command: str | None) -> dict[str, Any]:
     clean = [prepared.store.get("clean", ex.id) for ex in prepared.eval_set.examples]
     info, eval_set, task = prepared.model.info, prepared.eval_set, prepared.config
     attacks = {
-        name: {
-            "threat_model": attack.threat_model,
-            "params": attack.params(),
-            "budget": attack.budget(len(prepared.model.labels)),
-            **attack_metrics(clean, by_attack[name]),
+        run.key: {
+            "threat_model": run.attack.threat_model,
+            "params": run.attack.params(),
+            "budget": run.attack.budget(len(prepared.model.labels)),
+            **attack_metrics(clean, by_attack[run.key]),
+            "mean_confidence": _mean_confidence(by_attack[run.key].values()),
         }
-        for name, attack in prepared.attacks.items()
+        for run in prepared.runs
     }
     return {
         "schema_version": SCHEMA_VERSION,

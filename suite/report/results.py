@@ -1,8 +1,9 @@
 """The declared results schema and its writer.
 
 ``results.json`` holds one model on one dataset: clean accuracy, per-attack metrics with their
-budgets, the worst case over attacks per example (and which attack alone broke what), the
-sanity-check warnings, the resolved configuration and
+budgets (one entry per attack and adversary temperature), the worst case over attacks per
+example (and which attack alone broke what), clean calibration, the adversary temperatures and
+the illusion-of-robustness flag, the sanity-check warnings, the resolved configuration and
 full provenance. Accuracies are fractions in [0, 1], stored as numbers.
 """
 
@@ -56,6 +57,19 @@ class AttackEntry(_Strict):
     mean_queries: float = Field(ge=0)
     mean_perturbation: float = Field(ge=0)
     seconds: float = Field(ge=0)
+    #: Served-model confidence on the adversarial inputs (text attacks), else None.
+    mean_confidence: float | None = Fraction
+    #: ``none`` (out of the box), ``cal`` or ``opt`` adversary temperature, and its value.
+    adversary: str = "none"
+    base_attack: str | None = None
+    adversary_temperature: float = Field(1.0, gt=0)
+
+
+class IllusionEntry(_Strict):
+    flagged: bool
+    threshold: float = Fraction
+    max_drop: float
+    findings: list[dict[str, Any]]
 
 
 class Provenance(_Strict):
@@ -87,6 +101,14 @@ class Results(_Strict):
     batch_size: int = Field(ge=1)
     clean_seconds: float = Field(ge=0)
     warnings: list[str]
+    #: Clean calibration of the served model: ECE, MCE (15 bins), NLL, mean confidence,
+    #: reliability-diagram rows (:func:`suite.calibration.calibration_metrics`).
+    calibration: dict[str, Any] | None = None
+    #: Adversary temperatures: ``cal`` fit and every (T, Q) of each ``opt`` search.
+    adversary: dict[str, Any] | None = None
+    illusion: IllusionEntry | None = None
+    #: Plot files written beside results.json.
+    plots: list[str] = Field(default_factory=list)
     config: dict[str, Any]
     config_hash: str
     provenance: Provenance
