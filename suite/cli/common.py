@@ -25,7 +25,7 @@ def command_line() -> str:
 def run_tasks(tasks, seed: int, batch_size_for, output: Path, overwrite: bool, subdirs: bool) -> list:
     """Prepare every task (all validation, no writes), then run them and print the table."""
     from suite.evaluation.runner import execute, prepare
-    from suite.report.table import results_table
+    from suite.report.table import adversary_table, has_adversaries, results_table
 
     prepared = [
         prepare(task, seed, batch_size_for(task), output / task.name if subdirs else output, overwrite)
@@ -33,5 +33,11 @@ def run_tasks(tasks, seed: int, batch_size_for, output: Path, overwrite: bool, s
     ]
     results = [execute(item, command=command_line()) for item in prepared]
     print(results_table(results))
+    if has_adversaries(results):
+        print(f"\nrobust accuracy by adversary temperature (none = out of the box):\n{adversary_table(results)}")
+    flagged = [result for result in results if result.illusion is not None and result.illusion.flagged]
+    for result in flagged:
+        print(f"\nILLUSION OF ROBUSTNESS: {result.model.name} ({result.task}): "
+              f"an aware adversary lowers robust accuracy by up to {100 * result.illusion.max_drop:.1f} pp")
     print(f"\nresults: {', '.join(str(item.store.directory / 'results.json') for item in prepared)}")
     return results

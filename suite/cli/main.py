@@ -8,10 +8,10 @@ import sys
 from collections.abc import Sequence
 
 from suite import __version__
-from suite.cli import demo, evaluate, ls, run, validate
+from suite.cli import demo, evaluate, ls, prefetch, run, validate
 from suite.errors import SuiteError
 
-COMMANDS = (evaluate, run, validate, demo, ls)
+COMMANDS = (evaluate, run, validate, demo, ls, prefetch)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,6 +29,12 @@ def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool) -> list:
     recipe = load_recipe(resolve_recipe(recipe_ref))
     output = output or Path("runs") / recipe.name
     results = run_tasks(recipe.expanded_tasks(), recipe.seed, recipe.batch_size_for, output, overwrite, subdirs=True)
+    from suite.report.table import adversary_rows, has_adversaries
+
+    if has_adversaries(results):
+        from suite.report.study import write_csv
+
+        print(f"\nadversary table: {write_csv(adversary_rows(results), output / 'adversary_table.csv')}")
     if recipe.sweep is not None and recipe.sweep.batch_size:
         from suite.report.study import study_rows, study_table, write_study
 

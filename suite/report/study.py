@@ -51,6 +51,16 @@ def study_table(rows: Sequence[dict[str, object]]) -> str:
     return "\n".join(text)
 
 
+def write_csv(rows: Sequence[dict[str, object]], path: Path) -> Path:
+    """Write ``rows`` (dicts with the same keys) as CSV, atomically; returns the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else ["task"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return atomic_write_text(path, buffer.getvalue())
+
+
 def write_study(rows: Sequence[dict[str, object]], directory: Path, title: str) -> tuple[Path, Path]:
     """Write ``study.csv`` and ``study.png`` into ``directory``; returns their paths."""
     import matplotlib
@@ -58,12 +68,7 @@ def write_study(rows: Sequence[dict[str, object]], directory: Path, title: str) 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    directory.mkdir(parents=True, exist_ok=True)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else ["task"], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    csv_path = atomic_write_text(directory / "study.csv", buffer.getvalue())
+    csv_path = write_csv(rows, directory / "study.csv")
 
     series: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
     for row in rows:

@@ -23,3 +23,45 @@ def results_table(results: Sequence[Results]) -> str:
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
+
+
+ADVERSARIES = ("none", "cal", "opt")
+
+
+def adversary_rows(results: Sequence[Results]) -> list[dict[str, str]]:
+    """Robust accuracy per (model, attack) under each adversary temperature (the IoR paper's Table 3)."""
+    rows = []
+    for result in results:
+        bases: dict[str, dict[str, object]] = {}
+        for name, entry in result.attacks.items():
+            bases.setdefault(entry.base_attack or name, {})[entry.adversary] = entry
+        for base, by_kind in bases.items():
+            row = {"task": result.task, "model": result.model.name, "attack": base}
+            for kind in ADVERSARIES:
+                entry = by_kind.get(kind)
+                row[kind] = f"{100 * entry.robust_accuracy:.1f}%" if entry is not None else "-"
+                if kind != "none":
+                    row[f"T_{kind}"] = f"{entry.adversary_temperature:.3g}" if entry is not None else "-"
+            flagged = result.illusion is not None and any(
+                finding["reference"] == base for finding in result.illusion.findings
+            )
+            row["illusion"] = "YES" if flagged else ""
+            rows.append(row)
+    return rows
+
+
+def adversary_table(results: Sequence[Results]) -> str:
+    """Plain-text attack × adversary table."""
+    rows = adversary_rows(results)
+    if not rows:
+        return ""
+    header = list(rows[0])
+    cells = [header, *([row[column] for column in header] for row in rows)]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def has_adversaries(results: Sequence[Results]) -> bool:
+    return any(entry.adversary != "none" for result in results for entry in result.attacks.values())

@@ -1,0 +1,51 @@
+"""``advsuite prefetch``: fill the local cache with what text attacks need, while online."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+EPILOG = """examples:
+  advsuite prefetch --attacks pwws textfooler_minilm     # NLTK data, embeddings, Hub models
+  advsuite prefetch --list --attacks bae                  # what would be fetched, and what is cached
+  advsuite prefetch --wordnet-from /usr/share/wordnet     # offline: Debian's wordnet-base package
+"""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("prefetch", help="download the resources text attacks need (NLTK, embeddings, Hub)",
+                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--attacks", nargs="+", default=[], metavar="NAME", help="text attacks to prepare")
+    parser.add_argument("--wordnet-from", type=Path, metavar="DIR",
+                        help="install WordNet 3.0 from a local dict dir (Debian: /usr/share/wordnet), no network")
+    parser.add_argument("--list", action="store_true", help="only show each resource and whether it is cached")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from suite.attacks import build_attack
+    from suite.attacks.text.resources import install_wordnet, prefetch
+    from suite.errors import ConfigError, ResourceMissingError
+
+    if not args.attacks and args.wordnet_from is None:
+        raise ConfigError("name attacks to prefetch (--attacks pwws ...) or a WordNet dir (--wordnet-from DIR)")
+    if args.wordnet_from is not None:
+        print(f"WordNet installed in {install_wordnet(args.wordnet_from)}")
+    failed = []
+    for name in args.attacks:
+        resources = getattr(build_attack(name), "resources", None)
+        if resources is None:
+            print(f"{name}: needs nothing beyond the suite's dependencies")
+            continue
+        for resource in resources:
+            if args.list:
+                print(f"{name}: {'cached ' if resource.available() else 'MISSING'}  {resource.describe()}")
+                continue
+            try:
+                print(f"{name}: {prefetch(resource)}")
+            except ResourceMissingError as error:
+                failed.append(f"{name}: {error}")
+                print(f"{name}: FAILED {error}")
+    if failed:
+        raise ResourceMissingError(f"{len(failed)} resource(s) could not be fetched; first: {failed[0]}")
+    return 0
