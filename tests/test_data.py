@@ -22,12 +22,14 @@ def test_builtin_digits_are_unit_range_images():
 
 
 def test_builtin_sentiment_has_400_plus_varied_sentences():
-    train, test = sentiment("train"), sentiment("test")
-    texts = train.inputs + test.inputs
-    assert len(texts) >= 400 and len(set(texts)) == len(texts)
+    train, validation, test = sentiment("train"), sentiment("validation"), sentiment("test")
+    texts = train.inputs + validation.inputs + test.inputs
+    assert len(texts) >= 400 and len(set(texts)) == len(texts)  # disjoint splits
+    assert (len(train.ids), len(validation.ids), len(test.ids)) == (320, 80, 120)
     assert set(train.labels) == {0, 1} and abs(sum(test.labels) - len(test.labels) / 2) <= 5
-    with pytest.raises(DataError, match="no split 'validation'"):
-        sentiment("validation")
+    assert set(validation.labels) == {0, 1}
+    with pytest.raises(DataError, match="no split 'dev'"):
+        sentiment("dev")
 
 
 def test_subsample_is_seeded_nested_and_sorted():

@@ -60,8 +60,9 @@ def fit_nll_temperature(logits: torch.Tensor | np.ndarray, labels: Sequence[int]
         bounds: Search range of T (searched on log T).
         xatol: Absolute tolerance on log T.
 
-    ``at_bound`` is True when the optimum sits at a bound: for example, every validation example
-    is classified correctly, so NLL keeps falling as T → 0.
+    ``at_bound`` is True when there is no interior optimum: it sits at a bound, or every
+    example is classified correctly, so NLL keeps falling as T → 0 (until float64 rounds it to
+    0, where Brent stops anywhere on the flat part).
     """
     z = _as_logits(logits)
     y = np.asarray(labels, dtype=np.int64)
@@ -73,7 +74,7 @@ def fit_nll_temperature(logits: torch.Tensor | np.ndarray, labels: Sequence[int]
     u = float(found.x)
     return NLLFit(
         temperature=math.exp(u), nll=float(found.fun), nll_at_1=nll(z, y, 1.0), evaluations=int(found.nfev),
-        at_bound=min(u - low, high - u) < 10 * xatol,
+        at_bound=min(u - low, high - u) < 10 * xatol or bool((z.argmax(axis=1) == y).all()),
     )
 
 

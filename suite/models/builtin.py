@@ -67,15 +67,21 @@ def _cached(name: str, train: Callable[[Path], None]) -> Path:
 
 
 def _train_sentiment(directory: Path) -> None:
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
-    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
-
     from suite.data.builtin import sentiment
 
     train = sentiment("train")
-    # Word-level vocabulary of the training split only.
+    train_word_bert(directory, list(train.inputs), list(train.labels), ["negative", "positive"], epochs=30)
+
+
+def train_word_bert(directory: Path, texts: list[str], labels: list[int], label_names: list[str], epochs: int,
+                    hidden_size: int = 64, max_length: int = 64, lr: float = 2e-3, seed: int = TRAIN_SEED) -> None:
+    """Train a one-layer BERT with a word-level tokenizer (vocabulary of ``texts``) and save it
+    with ``save_pretrained`` (safetensors) into ``directory``. Also used by ``bench/``."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
+
     pre = pre_tokenizers.Whitespace()
-    words = sorted({w for text in train.inputs for w, _ in pre.pre_tokenize_str(text.lower())})
+    words = sorted({w for text in texts for w, _ in pre.pre_tokenize_str(text.lower())})
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab = {token: i for i, token in enumerate(specials + words)}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
@@ -86,25 +92,25 @@ def _train_sentiment(directory: Path) -> None:
     )
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]", model_max_length=64,
+        sep_token="[SEP]", mask_token="[MASK]", model_max_length=max_length,
     )
     config = BertConfig(
-        vocab_size=len(vocab), hidden_size=64, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=128, max_position_embeddings=64, num_labels=2,
-        id2label={0: "negative", 1: "positive"}, label2id={"negative": 0, "positive": 1},
+        vocab_size=len(vocab), hidden_size=hidden_size, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=2 * hidden_size, max_position_embeddings=max_length, num_labels=len(label_names),
+        id2label=dict(enumerate(label_names)), label2id={name: i for i, name in enumerate(label_names)},
     )
     model = BertForSequenceClassification(config)
-    labels = torch.tensor(train.labels)
-    encoded = tokenizer(list(train.inputs), padding=True, truncation=True, return_tensors="pt")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01)
-    generator = torch.Generator().manual_seed(TRAIN_SEED)
+    targets = torch.tensor(labels)
+    encoded = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    generator = torch.Generator().manual_seed(seed)
     model.train()
-    for _ in range(30):
-        order = torch.randperm(len(labels), generator=generator)
+    for _ in range(epochs):
+        order = torch.randperm(len(targets), generator=generator)
         for start in range(0, len(order), 32):
             rows = order[start : start + 32]
             batch = {key: value[rows] for key, value in encoded.items()}
-            loss = model(**batch, labels=labels[rows]).loss
+            loss = model(**batch, labels=targets[rows]).loss
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -1,0 +1,314 @@
+"""Illusion of robustness: design and adversary temperatures, calibration, transfer, the flag.
+
+Tests run the built-in text model offline; the expected numbers are directions and margins
+measured on it (README, "Illusion of robustness"), not hard-coded results.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from suite.calibration import calibration_metrics, fit_nll_temperature, optimise_temperature
+from suite.data.builtin import sentiment
+from suite.errors import ResourceMissingError
+from suite.evaluation.recipe import parse_recipe
+from suite.evaluation.runner import execute, prepare
+from suite.models.temperature import TemperatureScaled
+
+UPCONF, DOWNCONF = 0.005, 2e6
+
+
+def _task(temperature: float = 1.0, attacks=("deepwordbug",), kinds=("none", "cal"), n: int = 60, **adversary):
+    recipe = parse_recipe({
+        "name": "t",
+        "tasks": [{
+            "name": "t",
+            "model": {"spec": "builtin:sentiment-tiny", "temperature": temperature},
+            "dataset": {"spec": "builtin:sentiment", "split": "test", "n": n},
+            "attacks": list(attacks),
+            "adversary": {"kinds": list(kinds), "split": "validation", **adversary},
+        }],
+    })
+    return recipe.tasks[0]
+
+
+def advsuite(*args: str) -> int:
+    from suite.cli.main import main
+
+    with pytest.raises(SystemExit) as caught:
+        main(list(args))
+    return caught.value.code
+
+
+def _run(tmp_path: Path, name: str, batch_size: int = 32, **kwargs):
+    return execute(prepare(_task(**kwargs), 0, batch_size, tmp_path / name))
+
+
+# --------------------------------------------------------------------------- calibration metrics
+
+
+def test_ece_mce_nll_match_a_hand_computed_example():
+    # Confidences 0.9 (right), 0.9 (wrong), 0.7 (right), 0.7 (right); 15 bins over (0, 1]:
+    # 0.9 falls in bin 13 (accuracy 1/2, gap 0.4), 0.7 in bin 10 (accuracy 1, gap 0.3).
+    probabilities = np.array([[0.9, 0.1], [0.9, 0.1], [0.3, 0.7], [0.7, 0.3]])
+    labels = [0, 1, 1, 0]
+    metrics = calibration_metrics(np.log(probabilities), labels)
+    assert metrics["ece"] == pytest.approx(0.5 * 0.4 + 0.5 * 0.3)
+    assert metrics["mce"] == pytest.approx(0.4)
+    assert metrics["nll"] == pytest.approx(-(math.log(0.9) + math.log(0.1) + 2 * math.log(0.7)) / 4)
+    assert metrics["mean_confidence"] == pytest.approx(0.8)
+    assert metrics["accuracy"] == pytest.approx(0.75)
+    filled = {row["lower"]: row for row in metrics["reliability"] if row["count"]}
+    assert [row["count"] for row in filled.values()] == [2, 2]
+    assert len(metrics["reliability"]) == 15
+
+
+def test_metrics_stay_exact_at_extreme_temperatures():
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.5, 0.5]])
+    labels = [0, 1, 1]
+    hot = calibration_metrics(logits / UPCONF, labels)
+    cold = calibration_metrics(logits / DOWNCONF, labels)
+    # Saturated, yet exact: the wrong row costs its margin / T = 1 / 0.005, over 3 rows.
+    assert hot["mean_confidence"] == 1.0 and hot["nll"] == pytest.approx(200 / 3, rel=1e-6)
+    assert cold["mean_confidence"] == pytest.approx(0.5, abs=1e-6)
+    assert cold["nll"] == pytest.approx(math.log(2), abs=1e-6)
+
+
+def test_nll_temperature_undoes_a_design_temperature_exactly():
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(200, 3, generator=generator) * 2
+    labels = [int(torch.multinomial(torch.softmax(row, 0), 1, generator=generator)) for row in logits]
+    base = fit_nll_temperature(logits, labels)
+    for design in (UPCONF, DOWNCONF):
+        served = fit_nll_temperature(logits / design, labels)
+        assert served.temperature * design == pytest.approx(base.temperature, rel=1e-3)
+        assert served.nll == pytest.approx(base.nll, rel=1e-6)
+        assert not served.at_bound
+
+
+def test_nll_fit_reports_a_bound_when_every_example_is_right():
+    logits = torch.tensor([[3.0, 0.0], [0.0, 3.0]])
+    assert fit_nll_temperature(logits, [0, 1], bounds=(1e-3, 1e3)).at_bound
+
+
+def test_opt_search_records_every_evaluation_and_finds_the_valley():
+    calls = []
+
+    def q(temperature: float) -> float:  # a step function with its minimum near T = 100
+        calls.append(temperature)
+        return round(min(1.0, abs(math.log10(temperature) - 2) / 4) * 20) / 20
+
+    search = optimise_temperature(q, bounds=(1e-6, 1e6), maxiter=20, initial=(1.0,))
+    assert search.evaluations[0] == (1.0, 0.5)
+    assert search.attack_runs == len(search.evaluations) == len(calls)  # no T evaluated twice
+    assert search.q == min(value for _, value in search.evaluations) == 0.0
+    assert 10 ** 1.8 <= search.temperature <= 10 ** 2.2
+
+
+# --------------------------------------------------------------------------- temperature and the model
+
+
+def test_temperature_never_changes_clean_predictions(sentiment_model):
+    texts = sentiment("test").inputs
+    reference = sentiment_model.predict(texts)
+    for temperature in (UPCONF, 0.5, 3.0, DOWNCONF):
+        served = TemperatureScaled(sentiment_model, temperature)
+        assert torch.equal(served.predict(texts), reference)
+        assert torch.equal(TemperatureScaled(served, 1 / temperature, adversary=True).predict(texts), reference)
+
+
+def test_wrapper_counts_queries_scales_logits_and_takes_gradients_in_eval_mode(sentiment_model):
+    from suite.attacks.text.offline import import_textattack
+    from suite.attacks.text.wrapper import make_wrapper
+
+    import_textattack()
+    wrapper = make_wrapper(sentiment_model, batch_size=2, temperature=10.0)
+    texts = ["a great film", "dull and slow", "fine", "awful acting"]
+    outputs = wrapper(texts)
+    assert wrapper.queries == 4
+    torch.testing.assert_close(outputs, sentiment_model.logits(texts) / 10.0)
+    gradient = wrapper.get_grad("a great film")
+    assert wrapper.queries == 5
+    assert not sentiment_model.module.training
+    assert gradient["gradient"].shape == (gradient["ids"].shape[1], sentiment_model.module.config.hidden_size)
+    assert np.abs(gradient["gradient"]).sum() > 0
+    assert not any(parameter.requires_grad for parameter in sentiment_model.module.parameters())
+
+
+# --------------------------------------------------------------------------- resources
+
+
+def test_missing_resource_is_one_line_naming_the_fetch_command():
+    from suite.attacks import build_attack
+
+    with pytest.raises(ResourceMissingError) as caught:
+        build_attack("textfooler_minilm").check_resources()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "paragramcf" in message and "advsuite prefetch --attacks textfooler_minilm" in message
+
+
+def test_every_registered_text_recipe_declares_its_resources():
+    from suite.attacks import ATTACKS
+    from suite.attacks.text.recipes import TextAttackRecipe
+
+    names = {"deepwordbug", "pwws", "textfooler", "bae", "textbugger", "pruthi", "input_reduction", "checklist",
+             "textfooler_minilm", "bae_minilm", "textbugger_minilm"}
+    assert names <= set(ATTACKS)
+    for name in names:
+        resources = ATTACKS.get(name).resources
+        assert resources and all(resource.describe() for resource in resources)
+        assert issubclass(ATTACKS.get(name), TextAttackRecipe)
+
+
+def test_wordnet_install_from_a_dict_dir(tmp_path, monkeypatch):
+    from suite.attacks.text import resources
+
+    monkeypatch.setenv("ADVSUITE_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(ResourceMissingError, match="wordnet-base"):
+        resources.install_wordnet(tmp_path)
+    lexnames = resources.lexnames_text().splitlines()
+    assert len(lexnames) == 45 and lexnames[0] == "00\tadj.all\t3" and lexnames[44] == "44\tadj.ppl\t3"
+    assert lexnames[3] == "03\tnoun.Tops\t1" and lexnames[29] == "29\tverb.body\t2"
+    if not resources.DEBIAN_WORDNET.is_dir():
+        pytest.skip("Debian's wordnet-base is not installed (apt-get install wordnet-base)")
+    target = resources.install_wordnet()
+    assert (target / "lexnames").read_text() == resources.lexnames_text()
+    assert (target / "index.sense").read_text() == ""
+    assert not any(path.is_symlink() for path in target.iterdir())
+
+
+def test_optional_attack_with_a_missing_resource_is_skipped_with_a_note(tmp_path, monkeypatch):
+    from suite.attacks.text import recipes
+    from suite.attacks.text.resources import Resource
+
+    absent = Resource("package", "no_such_package_for_advsuite", "test", install="run: pip install nothing")
+    monkeypatch.setattr(recipes.PWWS, "resources", (absent,))
+    with pytest.raises(ResourceMissingError, match="no_such_package_for_advsuite"):
+        prepare(_task(attacks=("pwws",), kinds=("none",), n=8), 0, 8, tmp_path / "strict")
+    task = _task(attacks=("deepwordbug", {"name": "pwws", "optional": True}), kinds=("none",), n=8)
+    results = execute(prepare(task, 0, 8, tmp_path / "lenient"))
+    assert set(results.attacks) == {"deepwordbug"}
+    assert any("skipped attack 'pwws'" in warning for warning in results.warnings)
+
+
+# --------------------------------------------------------------------------- the illusion
+
+
+@pytest.fixture(scope="module")
+def illusion_runs(tmp_path_factory):
+    """Base, ↑conf and ↓conf under DeepWordBug with the none and cal adversaries (n = 60)."""
+    root = tmp_path_factory.mktemp("illusion")
+    return {
+        "base": _run(root, "base"),
+        "up": _run(root, "up", temperature=UPCONF),
+        "down": _run(root, "down", temperature=DOWNCONF),
+    }
+
+
+@pytest.mark.slow
+def test_overconfident_model_looks_more_robust_until_the_adversary_calibrates(illusion_runs):
+    base, up = illusion_runs["base"], illusion_runs["up"]
+    assert up.clean_accuracy == base.clean_accuracy
+    base_ra = base.attacks["deepwordbug"].robust_accuracy
+    # Out of the box, the saturated ↑conf model stalls DeepWordBug (measured: 53.3% vs 43.3%).
+    assert up.attacks["deepwordbug"].robust_accuracy >= base_ra + 0.05
+    # The calibrated adversary brings it back to within a few points of the base model.
+    assert abs(up.attacks["deepwordbug@cal"].robust_accuracy - base_ra) <= 0.04
+    assert up.illusion.flagged and up.illusion.findings[0]["attack"] == "deepwordbug@cal"
+    assert up.illusion.max_drop >= 0.05
+    assert not base.illusion.flagged
+
+
+@pytest.mark.slow
+def test_fitted_adversary_temperature_undoes_the_design_temperature(illusion_runs):
+    t_base = illusion_runs["base"].adversary["cal"]["temperature"]
+    t_up = illusion_runs["up"].adversary["cal"]["temperature"]
+    t_down = illusion_runs["down"].adversary["cal"]["temperature"]
+    assert t_up > 100 and t_down < 1e-3
+    assert t_up * UPCONF == pytest.approx(t_base, rel=1e-3)
+    assert t_down * DOWNCONF == pytest.approx(t_base, rel=1e-3)
+    assert illusion_runs["up"].attacks["deepwordbug@cal"].adversary_temperature == t_up
+
+
+@pytest.mark.slow
+def test_results_carry_calibration_and_confidence_per_model(illusion_runs):
+    base, up, down = illusion_runs["base"], illusion_runs["up"], illusion_runs["down"]
+    assert up.calibration["mean_confidence"] == pytest.approx(1.0)
+    assert down.calibration["mean_confidence"] == pytest.approx(0.5, abs=1e-5)
+    # The served temperature moves confidence and NLL, never accuracy.
+    assert base.calibration["accuracy"] == up.calibration["accuracy"] == down.calibration["accuracy"]
+    assert up.calibration["nll"] > base.calibration["nll"]
+    assert up.attacks["deepwordbug"].mean_confidence == pytest.approx(1.0)
+    assert down.attacks["deepwordbug@cal"].mean_confidence == pytest.approx(0.5, abs=1e-5)
+    assert "reliability.png" in up.plots
+    # Distinct models in results.
+    assert up.model.name == "builtin:sentiment-tiny@T=0.005" and base.model.name == "builtin:sentiment-tiny"
+
+
+@pytest.mark.slow
+def test_transfer_from_the_base_model_pierces_the_overconfident_one(tmp_path):
+    task = _task(temperature=UPCONF, kinds=("none",),
+                 attacks=("deepwordbug", {"name": "transfer", "source": "builtin:sentiment-tiny", "attack": "deepwordbug"}))
+    results = execute(prepare(task, 0, 32, tmp_path / "transfer"))
+    own, transfer = results.attacks["deepwordbug"], results.attacks["transfer"]
+    assert transfer.mean_queries == 1.0
+    assert transfer.robust_accuracy <= own.robust_accuracy - 0.05
+    assert results.illusion.flagged and results.illusion.findings[0]["attack"] == "transfer"
+
+
+def test_records_do_not_depend_on_batch_size_with_adversaries(tmp_path):
+    def records(batch_size: int) -> list[dict]:
+        result = _run(tmp_path, f"bs{batch_size}", batch_size=batch_size, temperature=UPCONF, n=16)
+        lines = (tmp_path / f"bs{batch_size}" / "records.jsonl").read_text().splitlines()
+        rows = [json.loads(line) for line in lines]
+        for row in rows:
+            row.pop("seconds", None)
+        return result, sorted(rows, key=lambda row: (row["kind"], row.get("attack", ""), row["id"]))
+
+    one, rows_one = records(1)
+    many, rows_many = records(16)
+    assert rows_one == rows_many
+    attacked = [row for row in rows_one if row["kind"] == "attack"]
+    assert attacked and all(row["queries"] > 0 and "confidence" in row for row in attacked)
+    assert all(row["temperature"] > 100 for row in attacked if row["attack"] == "deepwordbug@cal")
+    assert one.calibration == many.calibration
+
+
+def test_adversary_temperatures_are_refused_for_image_tasks(tmp_path):
+    from suite.errors import ConfigError
+
+    recipe = parse_recipe({"name": "i", "tasks": [{
+        "model": "builtin:digits-cnn", "dataset": {"spec": "builtin:digits", "n": 4},
+        "attacks": ["fgm_linf"], "adversary": {"kinds": ["none", "cal"]},
+    }]})
+    with pytest.raises(ConfigError, match="apply to text attacks"):
+        prepare(recipe.tasks[0], 0, 4, tmp_path / "img")
+
+
+@pytest.mark.slow
+def test_ior_text_recipe_prints_the_table_and_writes_the_plots(tmp_path, capsys):
+    out = tmp_path / "ior"
+    assert advsuite("-q", "run", "ior_text", "--output", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert "robust accuracy by adversary temperature" in printed
+    assert "ILLUSION OF ROBUSTNESS: builtin:sentiment-tiny@T=0.005" in printed
+    for task in ("base", "upconf", "downconf"):
+        results = json.loads((out / task / "results.json").read_text())
+        assert {"reliability.png", "opt_search.png"} <= set(results["plots"])
+        assert all((out / task / plot).stat().st_size > 1000 for plot in results["plots"])
+        for search in results["adversary"]["opt"].values():
+            assert search["attack_runs"] == len(search["evaluations"]) >= 3
+            assert search["q"] == min(q for _, q in search["evaluations"])
+    rows = (out / "adversary_table.csv").read_text().splitlines()
+    assert rows[0].startswith("task,model,attack,none,cal,T_cal,opt,T_opt")
+    upconf = json.loads((out / "upconf" / "results.json").read_text())
+    assert upconf["illusion"]["flagged"]
+    base = json.loads((out / "base" / "results.json").read_text())
+    assert upconf["clean_accuracy"] == base["clean_accuracy"]
