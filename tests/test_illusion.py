@@ -312,3 +312,23 @@ def test_ior_text_recipe_prints_the_table_and_writes_the_plots(tmp_path, capsys)
     assert upconf["illusion"]["flagged"]
     base = json.loads((out / "base" / "results.json").read_text())
     assert upconf["clean_accuracy"] == base["clean_accuracy"]
+
+
+def test_evaluate_adversary_flag(tmp_path, capsys):
+    base = ["evaluate", "--model", "builtin:sentiment-tiny", "--dataset", "builtin:sentiment", "--n", "8",
+            "--attacks", "deepwordbug"]
+    assert advsuite(*base, "--adversary", "none", "--output", str(tmp_path / "a")) == 0
+    results = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert set(results["attacks"]) == {"deepwordbug"} and results["adversary"]["cal"] is None
+    assert advsuite(*base, "--adversary", "none,hot", "--output", str(tmp_path / "b")) == 2
+    assert "kinds.1" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def test_prefetch_offline_fails_in_one_line_per_resource(capsys):
+    assert advsuite("prefetch") == 2
+    assert advsuite("prefetch", "--list", "--attacks", "deepwordbug") == 0
+    assert "cached" in capsys.readouterr().out
+    assert advsuite("prefetch", "--attacks", "textfooler_minilm") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "could not be fetched" in err[0]

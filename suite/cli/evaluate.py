@@ -26,6 +26,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--n", type=positive_int, help="evaluate a seeded subsample of n examples")
     parser.add_argument("--attacks", help="comma-separated attack names (default: deepwordbug for text, pgd_linf for images)")
     parser.add_argument("--eps", type=float, help="perturbation budget for every attack that takes one")
+    parser.add_argument("--adversary", help="text attacks: comma-separated adversary temperatures among none, cal, opt "
+                        "(default none,cal; cal/opt are fitted on --adversary-split)")
+    parser.add_argument("--adversary-split", help="labelled split to fit adversary temperatures on "
+                        "(default: the evaluated examples)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
@@ -71,8 +75,13 @@ def build_task(args: argparse.Namespace):
         "spec": args.dataset, "split": args.split, "n": args.n, "config": args.dataset_config,
         "text_column": args.text_column, "image_column": args.image_column, "label_column": args.label_column,
     }
+    adversary = None
+    if args.adversary is not None or args.adversary_split is not None:
+        kinds = [kind.strip() for kind in (args.adversary or "none,cal").split(",") if kind.strip()]
+        adversary = {"kinds": kinds, "split": args.adversary_split}
     try:
-        return TaskConfig(name="evaluate", model=model, dataset=dataset, attacks=configs, batch_size=args.batch_size)
+        return TaskConfig(name="evaluate", model=model, dataset=dataset, attacks=configs, batch_size=args.batch_size,
+                          adversary=adversary)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from error
 

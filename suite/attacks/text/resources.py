@@ -225,6 +225,11 @@ def prefetch(resource: Resource) -> str:
         return f"ok (cached): {resource.describe()}"
     if resource.kind in ("package", "file"):
         raise ResourceMissingError(f"{resource.describe()} is missing and cannot be prefetched; {resource.install}")
+    from suite.attacks.text.offline import offline
+
+    if offline():
+        raise ResourceMissingError(f"cannot fetch {resource.describe()}: offline mode is on "
+                                   "(unset ADVSUITE_OFFLINE and HF_HUB_OFFLINE on a machine with a network)")
     try:
         if resource.kind == "nltk":
             _fetch_nltk(resource)
