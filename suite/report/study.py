@@ -42,13 +42,11 @@ def study_table(rows: Sequence[dict[str, object]]) -> str:
     for row in rows:
         grid[(row["task"], row["attack"])][row["batch_size"]] = row["success_rate"]
     header = ["task", "attack", *(f"bs={size}" for size in sizes)]
-    lines = [header]
-    for (task, attack), by_size in sorted(grid.items()):
-        lines.append([task, attack, *(f"{100 * by_size[s]:.1f}%" if s in by_size else "-" for s in sizes)])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
-    text.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(text)
+    from suite.report.table import format_rows
+
+    lines = [[task, attack, *(f"{100 * by_size[s]:.1f}%" if s in by_size else "-" for s in sizes)]
+             for (task, attack), by_size in sorted(grid.items())]
+    return format_rows(header, lines)
 
 
 def write_csv(rows: Sequence[dict[str, object]], path: Path) -> Path:

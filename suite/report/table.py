@@ -19,6 +19,11 @@ def results_table(results: Sequence[Results]) -> str:
                          f"{entry.mean_queries:.1f}", f"{entry.seconds:.1f}"))
         if len(result.attacks) > 1:
             rows.append((*common, "worst case", f"{100 * result.worst_case_robust_accuracy:.1f}%", "", "", ""))
+    return format_rows(header, rows)
+
+
+def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns under a dashed rule."""
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
     lines.insert(1, "  ".join("-" * width for width in widths))
@@ -56,11 +61,7 @@ def adversary_table(results: Sequence[Results]) -> str:
     if not rows:
         return ""
     header = list(rows[0])
-    cells = [header, *([row[column] for column in header] for row in rows)]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return "\n".join(lines)
+    return format_rows(header, [[row[column] for column in header] for row in rows])
 
 
 def has_adversaries(results: Sequence[Results]) -> bool:
