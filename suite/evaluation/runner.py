@@ -141,7 +141,8 @@ def execute(prepared: PreparedTask, command: str | None = None) -> Results:
     store = prepared.store
     store.open(prepared.overwrite)
     clean_seconds = _clean_pass(prepared)
-    adversary = _adversary_temperatures(prepared)
+    clean_logits = _served_logits(prepared.model, prepared.eval_set.examples)
+    adversary = _adversary_temperatures(prepared, clean_logits)
     by_attack: dict[str, dict[str, dict[str, Any]]] = {}
     for run in prepared.runs:
         _attack_pass(prepared, run.key, run.attack, _temperature_of(adversary, run))
@@ -152,8 +153,7 @@ def execute(prepared: PreparedTask, command: str | None = None) -> Results:
             adversary=run.kind, base_attack=run.base, adversary_temperature=_temperature_of(adversary, run)
         )
     results["adversary"] = adversary
-    results["calibration"] = calibration_metrics(_served_logits(prepared.model, prepared.eval_set.examples),
-                                                 [ex.label for ex in prepared.eval_set.examples])
+    results["calibration"] = calibration_metrics(clean_logits, [ex.label for ex in prepared.eval_set.examples])
     results["illusion"] = illusion_findings(results["attacks"], prepared.adversary.threshold)
     base_metrics = {run.base: results["attacks"][run.key] for run in prepared.runs if run.kind == "none"}
     results["warnings"] = [*prepared.notes, *_checks(prepared, base_metrics)]
@@ -182,7 +182,7 @@ def _temperature_of(adversary: dict[str, Any], run: AttackRun) -> float:
     return 1.0
 
 
-def _adversary_temperatures(prepared: PreparedTask) -> dict[str, Any]:
+def _adversary_temperatures(prepared: PreparedTask, clean_logits: torch.Tensor) -> dict[str, Any]:
     """Fit T_cal and search T_opt (per attack, or once for ``opt_attack``); reuse recorded searches."""
     config, fit_set = prepared.adversary, prepared.fit_set
     info: dict[str, Any] = {"kinds": list(config.kinds), "split": config.split, "n": None, "cal": None, "opt": {}}
@@ -190,7 +190,8 @@ def _adversary_temperatures(prepared: PreparedTask) -> dict[str, Any]:
         return info
     info["n"] = len(fit_set)
     labels = [ex.label for ex in fit_set.examples]
-    logits = _served_logits(prepared.model, fit_set.examples)
+    # Fitting on the evaluated examples reuses their logits.
+    logits = clean_logits if fit_set is prepared.eval_set else _served_logits(prepared.model, fit_set.examples)
     if "cal" in config.kinds:
         fit = fit_nll_temperature(logits, labels, bounds=config.bounds)
         info["cal"] = {"temperature": fit.temperature, "nll": fit.nll, "nll_at_1": fit.nll_at_1,
