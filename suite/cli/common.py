@@ -32,6 +32,8 @@ def run_tasks(tasks, seed: int, batch_size_for, output: Path, overwrite: bool, s
         for task in tasks
     ]
     results = [execute(item, command=command_line()) for item in prepared]
+    if not all(results):  # not the main process of a multi-process launch: it reports
+        return []
     print(results_table(results))
     if has_adversaries(results):
         print(f"\nrobust accuracy by adversary temperature (none = out of the box):\n{adversary_table(results)}")

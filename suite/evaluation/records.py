@@ -11,6 +11,11 @@ or an attack result::
 
 The run's identity lives in ``run.json`` beside it: a different configuration on the same
 directory is refused (unless overwritten), so records of different runs never mix.
+
+Under ``accelerate launch`` every process appends to its own ``records.rank<R>.jsonl``; every
+process resumes from all record files (whatever number of processes wrote them), and at the
+end the main process merges them into ``records.jsonl`` in the order a one-process run writes
+(:meth:`RecordStore.merge`) and removes the per-process files.
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from suite.errors import ConfigError
+from suite.evaluation.distributed import Processes
 from suite.paths import atomic_write_text
 
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.json"
+SHARD_PATTERN = "records.rank*.jsonl"
 OWNED_FILES = (RECORDS_FILE, RUN_FILE, RESULTS_FILE)
 
 
@@ -40,19 +47,23 @@ class RecordStore:
     Args:
         directory: Output directory (created by :meth:`open`).
         identity: What determines the results; must match an existing run's.
+        processes: The launched processes; each appends to its own file when there are several.
     """
 
-    def __init__(self, directory: Path, identity: dict[str, Any]) -> None:
+    def __init__(self, directory: Path, identity: dict[str, Any], processes: Processes | None = None) -> None:
         self.directory = Path(directory)
         self.identity = identity
-        self.path = self.directory / RECORDS_FILE
+        self.processes = processes or Processes()
+        name = f"records.rank{self.processes.rank}.jsonl" if self.processes.distributed else RECORDS_FILE
+        self.path = self.directory / name
         self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._unshared: list[dict[str, Any]] = []
 
     def check(self, overwrite: bool) -> None:
         """Refuse a directory holding a different run, before anything is written."""
         run_file = self.directory / RUN_FILE
         if not run_file.exists():
-            if self.path.exists():
+            if self._files():
                 raise ConfigError(f"{str(self.directory)!r} holds records of an unknown run; use --overwrite or another --output")
             return
         try:
@@ -66,34 +77,34 @@ class RecordStore:
                 "use --overwrite to replace it or choose another --output"
             )
 
-    def open(self, overwrite: bool) -> None:
-        """Create the directory, clear it when overwriting, and load records to resume from."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        run_file = self.directory / RUN_FILE
-        same_run = run_file.exists() and json.loads(run_file.read_text()) == self.identity
-        if overwrite and not same_run:
-            for name in OWNED_FILES:
-                (self.directory / name).unlink(missing_ok=True)
-        atomic_write_text(run_file, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")
-        self.records = {record_key(record): record for record in self._read()}
+    def _files(self) -> list[Path]:
+        """Every record file in the directory: the merged one and any per-process ones."""
+        merged = self.directory / RECORDS_FILE
+        return ([merged] if merged.exists() else []) + sorted(self.directory.glob(SHARD_PATTERN))
 
-    def _read(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        data = self.path.read_bytes()
-        # A run killed mid-write leaves a partial last line: drop it so appends stay valid.
-        end = data.rfind(b"\n") + 1
-        if end < len(data):
-            with open(self.path, "r+b") as handle:
-                handle.truncate(end)
-        records = []
-        for number, line in enumerate(data[:end].splitlines(), start=1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as error:
-                    raise ConfigError(f"{str(self.path)!r} line {number} is not JSON ({error.msg}); use --overwrite") from error
-        return records
+    def open(self, overwrite: bool) -> None:
+        """Create the directory, clear it when overwriting, and load records to resume from.
+
+        With several processes the main process prepares the directory (and repairs record
+        files cut short by a kill) while the others wait; then every process loads every file.
+        """
+        processes = self.processes
+        processes.barrier()  # nobody is still checking the directory the main process may clear
+        if processes.is_main:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            run_file = self.directory / RUN_FILE
+            same_run = run_file.exists() and json.loads(run_file.read_text()) == self.identity
+            if overwrite and not same_run:
+                for path in [*(self.directory / name for name in OWNED_FILES), *self.directory.glob(SHARD_PATTERN)]:
+                    path.unlink(missing_ok=True)
+            atomic_write_text(run_file, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")
+            for path in self._files():
+                _repair(path)
+        processes.barrier()
+        self.records = {}
+        for path in self._files():
+            for record in _read(path):
+                self.records.setdefault(record_key(record), record)
 
     def has(self, kind: str, example_id: str, attack: str = "") -> bool:
         return (kind, attack, example_id) in self.records
@@ -113,3 +124,51 @@ class RecordStore:
             os.fsync(handle.fileno())
         for record in records:
             self.records[record_key(record)] = record
+        self._unshared.extend(records)
+
+    def share(self) -> None:
+        """Give every process the records the others appended since the last call (a collective)."""
+        if not self.processes.distributed:
+            return
+        for records in self.processes.gather(self._unshared):
+            for record in records:
+                self.records.setdefault(record_key(record), record)
+        self._unshared = []
+
+    def merge(self, order: Iterable[tuple[str, str, str]]) -> None:
+        """Main process, at the end: write every record into ``records.jsonl`` (atomically), keys
+        in ``order`` first (the order a one-process run appends them), then remove the
+        per-process files. Nothing is lost if this is interrupted: a rerun reads all files."""
+        shards = sorted(self.directory.glob(SHARD_PATTERN))
+        if not shards:
+            return
+        seen, lines = set(), []
+        for key in [*order, *sorted(self.records)]:
+            if key in self.records and key not in seen:
+                seen.add(key)
+                lines.append(json.dumps(self.records[key], sort_keys=True) + "\n")
+        atomic_write_text(self.directory / RECORDS_FILE, "".join(lines))
+        for path in shards:
+            path.unlink(missing_ok=True)
+
+
+def _repair(path: Path) -> None:
+    """Drop the partial last line a run killed mid-write leaves, so appends stay valid."""
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        with open(path, "r+b") as handle:
+            handle.truncate(end)
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    records = []
+    for number, line in enumerate(data[:end].splitlines(), start=1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise ConfigError(f"{str(path)!r} line {number} is not JSON ({error.msg}); use --overwrite") from error
+    return records

@@ -24,6 +24,7 @@ from suite.data.base import EvalSet, Example
 from suite.calibration import calibration_metrics, fit_nll_temperature, optimise_temperature
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError, ResourceMissingError
+from suite.evaluation import distributed
 from suite.evaluation.checks import CHECK_EXAMPLES, check_black_box, check_probabilities, check_reduction, check_zero_gradients
 from suite.evaluation.metrics import accuracy, attack_metrics, broken_only_by, worst_case_robust_accuracy
 from suite.evaluation.illusion import illusion_findings
@@ -112,7 +113,7 @@ def prepare(task: TaskConfig, seed: int, batch_size: int, directory: Path, overw
         fit_set = eval_set if adversary.split is None else load_eval_set(
             task.dataset.model_copy(update={"split": adversary.split, "n": adversary.n}), model, seed
         )
-    store = RecordStore(directory, task.identity(seed))
+    store = RecordStore(directory, task.identity(seed), distributed.current())
     store.check(overwrite)
     return PreparedTask(task, seed, batch_size, model, eval_set, attacks, store, overwrite, adversary, fit_set,
                         opt_attack, notes)
@@ -136,18 +137,30 @@ def _check_resources(task: TaskConfig, attacks: dict[str, Attack]) -> list[str]:
     return notes
 
 
-def execute(prepared: PreparedTask, command: str | None = None) -> Results:
-    """Run (or resume) a prepared task and write its ``results.json``."""
-    store = prepared.store
+def execute(prepared: PreparedTask, command: str | None = None) -> Results | None:
+    """Run (or resume) a prepared task and write its ``results.json``.
+
+    Under a multi-process launch every process attacks its share of the examples (see
+    :mod:`suite.evaluation.distributed`); the main process then writes the results and
+    returns them, the others return ``None``.
+    """
+    store, processes = prepared.store, prepared.store.processes
+    start = time.perf_counter()
     store.open(prepared.overwrite)
-    clean_seconds = _clean_pass(prepared)
+    clean_seconds = processes.sum(_clean_pass(prepared))
+    # Every process computes the same logits in the same chunks: the fitted temperatures and
+    # everything derived from them are bit-identical in every process and to a one-process run.
     clean_logits = _served_logits(prepared.model, prepared.eval_set.examples)
     adversary = _adversary_temperatures(prepared, clean_logits)
-    by_attack: dict[str, dict[str, dict[str, Any]]] = {}
     for run in prepared.runs:
         _attack_pass(prepared, run.key, run.attack, _temperature_of(adversary, run))
-        by_attack[run.key] = {ex.id: store.get("attack", ex.id, run.key) for ex in _correct(prepared)}
+    compute_seconds = processes.sum(time.perf_counter() - start)
+    if not processes.is_main:
+        return None
+    by_attack = {run.key: {ex.id: store.get("attack", ex.id, run.key) for ex in _correct(prepared)}
+                 for run in prepared.runs}
     results = _summarise(prepared, by_attack, clean_seconds, command)
+    results["compute_seconds"] = compute_seconds
     for run in prepared.runs:
         results["attacks"][run.key].update(
             adversary=run.kind, base_attack=run.base, adversary_temperature=_temperature_of(adversary, run)
@@ -162,7 +175,18 @@ def execute(prepared: PreparedTask, command: str | None = None) -> Results:
     from suite.report.calibration_plots import write_plots
 
     results["plots"] = write_plots(results, store.directory)
+    store.merge(_record_order(prepared, adversary))
     return write_results(store.directory / RESULTS_FILE, results)
+
+
+def _record_order(prepared: PreparedTask, adversary: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Record keys in the order a one-process run appends them."""
+    examples, correct = prepared.eval_set.examples, _correct(prepared)
+    return [
+        *(("clean", "", ex.id) for ex in examples),
+        *(("adversary", search["attack"], "opt") for search in adversary["opt"].values()),
+        *(("attack", run.key, ex.id) for run in prepared.runs for ex in correct),
+    ]
 
 
 def _served_logits(model: Classifier, examples: Sequence[Example]) -> torch.Tensor:
@@ -223,13 +247,16 @@ def _opt_search(prepared: PreparedTask, key: str, attack: Attack, pool: list[tup
     if recorded is not None:
         return {name: recorded[name] for name in ("temperature", "q", "evaluations", "attack_runs", "n")}
     targets = [ex for ex, ok in pool if ok]
+    processes = store.processes
 
     def adversarial_accuracy(temperature: float) -> float:
         view = prepared.model if temperature == 1.0 else TemperatureScaled(prepared.model, temperature, adversary=True)
         broken = 0
-        for batch in _batches(targets, prepared.batch_size):
+        for batch in _batches(processes.shard(targets), prepared.batch_size):
             outputs = attack.run(view, batch, prepared.seed)
             broken += sum(_served_prediction(prepared.model, ex, out)[0] != ex.label for ex, out in zip(batch, outputs))
+        # Every process gets the same count, so all follow the same Brent path.
+        broken = int(processes.sum(broken))
         q = (len(targets) - broken) / len(pool)
         logger.info("%s: opt %s: T=%.4g Q=%.3f", prepared.config.name, key, temperature, q)
         return q
@@ -238,7 +265,8 @@ def _opt_search(prepared: PreparedTask, key: str, attack: Attack, pool: list[tup
     record = {"kind": "adversary", "id": "opt", "attack": key, "temperature": search.temperature, "q": search.q,
               "evaluations": [list(pair) for pair in search.evaluations], "attack_runs": search.attack_runs,
               "n": len(pool)}
-    store.append([record])
+    if processes.is_main:
+        store.append([record])
     return {name: record[name] for name in ("temperature", "q", "evaluations", "attack_runs", "n")}
 
 
@@ -277,7 +305,7 @@ def _batches(items: Sequence[Example], size: int) -> list[Sequence[Example]]:
 
 def _clean_pass(prepared: PreparedTask) -> float:
     store, model = prepared.store, prepared.model
-    pending = [ex for ex in prepared.eval_set.examples if not store.has("clean", ex.id)]
+    pending = [ex for ex in store.processes.shard(prepared.eval_set.examples) if not store.has("clean", ex.id)]
     start = time.perf_counter()
     for batch in tqdm(_batches(pending, prepared.batch_size), desc="clean", unit="batch", disable=None, leave=False):
         inputs = [ex.input for ex in batch] if model.modality == "text" else torch.stack([ex.input for ex in batch])
@@ -286,7 +314,9 @@ def _clean_pass(prepared: PreparedTask) -> float:
             {"kind": "clean", "id": ex.id, "label": ex.label, "prediction": int(p), "correct": int(p) == ex.label}
             for ex, p in zip(batch, predictions)
         )
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    store.share()
+    return seconds
 
 
 def _correct(prepared: PreparedTask) -> list[Example]:
@@ -298,12 +328,13 @@ def _attack_pass(prepared: PreparedTask, name: str, attack: Attack, temperature:
     view ``logits / T_a``, and what it finds is scored on the served model."""
     store, model = prepared.store, prepared.model
     view = model if temperature == 1.0 else TemperatureScaled(model, temperature, adversary=True)
-    pending = [ex for ex in _correct(prepared) if not store.has("attack", ex.id, name)]
+    pending = [ex for ex in store.processes.shard(_correct(prepared)) if not store.has("attack", ex.id, name)]
     with tqdm(total=len(pending), desc=name, unit="ex", disable=None, leave=False) as progress:
         for batch in _batches(pending, prepared.batch_size):
             outputs = attack.run(view, batch, prepared.seed)
             store.append(_attack_record(name, ex, out, model, temperature) for ex, out in zip(batch, outputs))
             progress.update(len(batch))
+    store.share()
 
 
 def _attack_record(name: str, example: Example, output, model: Classifier, temperature: float) -> dict[str, Any]:
@@ -331,6 +362,23 @@ def _mean_confidence(records) -> float | None:
     """Mean served confidence on the adversarial inputs (text attacks record it)."""
     values = [record["confidence"] for record in records if "confidence" in record]
     return sum(values) / len(values) if values else None
+
+
+def _threat_models(prepared: PreparedTask, clean: list[dict[str, Any]],
+                   by_attack: dict[str, dict[str, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Attacks grouped by threat model (norm and budget), with the worst case within each group:
+    what a leaderboard entry reports. A transfer attack belongs to its inner attack's threat model."""
+    groups: dict[str, dict[str, Any]] = {}
+    for run in prepared.runs:
+        threat_model = run.attack.threat_model.removesuffix(" (transfer)")
+        eps = run.attack.params().get("eps")
+        label = threat_model if eps is None else f"{threat_model} eps={eps:g}"
+        group = groups.setdefault(label, {"threat_model": threat_model, "eps": eps, "attacks": []})
+        group["attacks"].append(run.key)
+    for group in groups.values():
+        group["worst_case_robust_accuracy"] = worst_case_robust_accuracy(
+            clean, [by_attack[key] for key in group["attacks"]])
+    return groups
 
 
 def _summarise(prepared: PreparedTask, by_attack: dict[str, dict[str, dict[str, Any]]], clean_seconds: float, command: str | None) -> dict[str, Any]:
@@ -364,11 +412,13 @@ def _summarise(prepared: PreparedTask, by_attack: dict[str, dict[str, dict[str, 
         "clean_accuracy": accuracy([r["prediction"] for r in clean], [r["label"] for r in clean]),
         "attacks": attacks,
         "worst_case_robust_accuracy": worst_case_robust_accuracy(clean, list(by_attack.values())),
+        "threat_models": _threat_models(prepared, clean, by_attack),
         "broken_only_by": broken_only_by(clean, by_attack),
         "batch_size": prepared.batch_size,
         "clean_seconds": clean_seconds,
         "warnings": [],
         "config": task.model_dump(mode="json"),
         "config_hash": task.fingerprint(prepared.seed),
-        "provenance": provenance(device=str(prepared.model.device), command=command),
+        "provenance": provenance(device=str(prepared.model.device), num_processes=prepared.store.processes.world,
+                                 command=command),
     }

@@ -11,6 +11,7 @@ Contract (see the design notes):
 from __future__ import annotations
 
 import hashlib
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -105,10 +106,17 @@ class TorchClassifier(Classifier):
 
 
 def resolve_device(device: torch.device | str | None = None) -> torch.device:
-    """The requested device, else CUDA when present, else the CPU."""
+    """The requested device, else CUDA when present, else the CPU.
+
+    Under a multi-process launch (``accelerate launch``, ``torchrun``) the default CUDA device is
+    the process's own, ``cuda:$LOCAL_RANK``.
+    """
     if device is not None:
         return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    local_rank = os.environ.get("LOCAL_RANK", "")
+    return torch.device(f"cuda:{int(local_rank)}" if local_rank.isdigit() and os.environ.get("WORLD_SIZE", "1") != "1" else "cuda")
 
 
 def local_revision(directory: Path) -> str:

@@ -65,6 +65,13 @@ class AttackEntry(_Strict):
     adversary_temperature: float = Field(1.0, gt=0)
 
 
+class ThreatModelEntry(_Strict):
+    threat_model: str
+    eps: float | None
+    attacks: list[str]
+    worst_case_robust_accuracy: float = Fraction
+
+
 class IllusionEntry(_Strict):
     flagged: bool
     threshold: float = Fraction
@@ -95,11 +102,16 @@ class Results(_Strict):
     clean_accuracy: float = Fraction
     attacks: dict[str, AttackEntry]
     worst_case_robust_accuracy: float = Fraction
+    #: Attacks grouped by threat model (norm and ε; text: word-level) with the worst case within
+    #: each group, keyed ``linf eps=0.03`` / ``word-level`` (what a leaderboard entry reports).
+    threat_models: dict[str, ThreatModelEntry] = Field(default_factory=dict)
     #: Per attack, the examples only it broke (the worst case would lose them without it).
     broken_only_by: dict[str, int]
     #: Batch size the run used (results do not depend on it; the mini-batch study reads it).
     batch_size: int = Field(ge=1)
     clean_seconds: float = Field(ge=0)
+    #: Process-seconds the run took (every process's wall time, summed); None in older files.
+    compute_seconds: float | None = Field(None, ge=0)
     warnings: list[str]
     #: Clean calibration of the served model: ECE, MCE (15 bins), NLL, mean confidence,
     #: reliability-diagram rows (:func:`suite.calibration.calibration_metrics`).

@@ -1,0 +1,103 @@
+"""Processes of an ``accelerate launch`` (or ``torchrun``) run, and how examples are split among them.
+
+``accelerate launch -m suite run RECIPE`` starts one ``advsuite`` per process. Every process
+loads the same recipe, model and examples (the seeded subsample is the same everywhere), then
+takes the examples at positions ``rank, rank + world, ...`` of the evaluation order. Because
+every attack seeds each example from (run seed, attack, example id), which process attacks an
+example never changes its result: records are the same as a one-process run's.
+
+Launching: the environment variables ``WORLD_SIZE``/``RANK``/``LOCAL_RANK`` that the launcher
+sets decide everything. With one process (or no launcher) nothing is initialised and no
+collective runs. On a CPU-only machine, ``accelerate launch --cpu --num_processes 2`` starts
+ONE process; ``accelerate launch --multi_gpu --num_processes 2`` starts two, which then talk
+over gloo (NCCL on GPUs).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: How long a process waits for the others at a collective before giving up. A launcher
+#: stops every process as soon as one fails, so this only bounds a hung (not a failed) peer.
+TIMEOUT = timedelta(hours=2)
+
+
+@dataclass(frozen=True)
+class Processes:
+    """This process's place among the launched processes."""
+
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world > 1
+
+    def shard(self, items: Sequence[T]) -> list[T]:
+        """This process's share of ``items`` (round robin over their order)."""
+        return list(items[self.rank :: self.world])
+
+    def barrier(self) -> None:
+        if self.distributed:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def gather(self, value: Any) -> list[Any]:
+        """Every process's ``value`` (picklable), in rank order, on every process."""
+        if not self.distributed:
+            return [value]
+        import torch.distributed as dist
+
+        values: list[Any] = [None] * self.world
+        dist.all_gather_object(values, value)
+        return values
+
+    def sum(self, value: float) -> float:
+        return sum(self.gather(value))
+
+    def label(self) -> str:
+        return f"process {self.rank + 1} of {self.world}" if self.distributed else "main process"
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        from suite.errors import ConfigError
+
+        raise ConfigError(f"environment variable {name}={value!r} is not an integer") from None
+
+
+@lru_cache(maxsize=1)
+def current() -> Processes:
+    """The launched processes (initialising the process group once when there are several)."""
+    world = _env_int("WORLD_SIZE", 1)
+    if world <= 1:
+        return Processes()
+    import torch
+    import torch.distributed as dist
+
+    rank, local_rank = _env_int("RANK", 0), _env_int("LOCAL_RANK", 0)
+    if not dist.is_initialized():
+        if torch.cuda.is_available():
+            torch.cuda.set_device(local_rank)
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend=backend, timeout=TIMEOUT)
+    return Processes(rank=rank, world=world, local_rank=local_rank)
+

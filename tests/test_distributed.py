@@ -1,0 +1,217 @@
+"""Multi-process runs: sharding, per-process records and their merge, and a real 2-process
+``accelerate launch`` on the CPU (gloo) compared with one process, including a killed process
+and a resume with a different number of processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from suite.evaluation.distributed import Processes
+from suite.evaluation.records import RecordStore
+
+RECIPE = """
+name: dist
+seed: 0
+batch_size: 4
+tasks:
+  - name: text
+    model: builtin:sentiment-tiny
+    dataset: {spec: builtin:sentiment, split: test, n: 24}
+    attacks: [deepwordbug]
+    adversary: {kinds: [none, cal, opt], split: validation, n: 40, opt_n: 10, maxiter: 3}
+  - name: vision
+    model: builtin:digits-cnn
+    dataset: {spec: builtin:digits, split: test, n: 48}
+    attacks: [{name: pgd_linf, eps: 0.03, steps: 10}]
+"""
+#: Timing and provenance differ between any two runs; everything else must not.
+VOLATILE = {"seconds", "clean_seconds", "compute_seconds", "created", "provenance"}
+
+
+def _record(example_id: str, kind: str = "clean", **extra) -> dict:
+    return {"kind": kind, "id": example_id, "label": 0, "prediction": 0, "correct": True, **extra}
+
+
+def test_shards_are_disjoint_round_robin_and_cover_everything():
+    items = list(range(11))
+    shards = [Processes(rank=r, world=3).shard(items) for r in range(3)]
+    assert shards == [[0, 3, 6, 9], [1, 4, 7, 10], [2, 5, 8]]
+    assert Processes().shard(items) == items
+
+
+def test_per_process_files_resume_with_any_process_count_and_merge_in_run_order(tmp_path):
+    # What a killed 2-process run leaves: one file per process, the last line of one cut short.
+    for rank, ids in ((0, ["a", "c"]), (1, ["b"])):
+        store = RecordStore(tmp_path, {"seed": 0}, Processes(rank=rank, world=2))
+        assert store.path.name == f"records.rank{rank}.jsonl"
+        store.path.parent.mkdir(exist_ok=True)
+        (tmp_path / "run.json").write_text(json.dumps({"seed": 0}))
+        store.append(_record(i) for i in ids)
+    with open(tmp_path / "records.rank1.jsonl", "a") as handle:
+        handle.write('{"kind": "clean", "id": "d", "la')
+    single = RecordStore(tmp_path, {"seed": 0})
+    single.check(overwrite=False)
+    single.open(overwrite=False)
+    assert sorted(key[2] for key in single.records) == ["a", "b", "c"]
+    single.append([_record("d")])
+    single.merge([("clean", "", i) for i in "dcba"])
+    assert not list(tmp_path.glob("records.rank*.jsonl"))
+    merged = [json.loads(line)["id"] for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert merged == ["d", "c", "b", "a"]
+
+
+def test_unknown_per_process_records_are_refused(tmp_path):
+    (tmp_path / "records.rank0.jsonl").write_text(json.dumps(_record("a")) + "\n")
+    from suite.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown run"):
+        RecordStore(tmp_path, {"seed": 0}).check(overwrite=False)
+
+
+# --------------------------------------------------------------------------- real launches
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    # One thread per process in both runs, as accelerate sets for several processes (CPU
+    # kernels may sum in another order with another thread count).
+    return {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
+
+
+def _launch(recipe: Path, output: Path, processes: int) -> subprocess.Popen:
+    suite_args = ["-m", "suite", "run", str(recipe), "--output", str(output)]
+    if processes == 1:
+        command = [sys.executable, *suite_args]
+    else:  # the invocation the README documents for CPU-only machines
+        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
+                   str(processes), "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                   "--main_process_ip", "127.0.0.1", "--main_process_port", str(_free_port()), *suite_args]
+    return subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
+    out, err = process.communicate(timeout=timeout)
+    return process.returncode, out + err
+
+
+def _strip(value):
+    if isinstance(value, dict):
+        return {key: _strip(item) for key, item in value.items() if key not in VOLATILE}
+    if isinstance(value, list):
+        return [_strip(item) for item in value]
+    return value
+
+
+def _outputs(directory: Path) -> dict[str, tuple[dict, list[dict]]]:
+    found = {}
+    for task in ("text", "vision"):
+        results = json.loads((directory / task / "results.json").read_text())
+        lines = (directory / task / "records.jsonl").read_text().splitlines()
+        found[task] = (results, [json.loads(line) for line in lines])
+    return found
+
+
+@pytest.fixture(scope="module")
+def single_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dist")
+    recipe = root / "dist.yaml"
+    recipe.write_text(RECIPE)
+    code, log = _finish(_launch(recipe, root / "one", 1))
+    assert code == 0, log
+    return recipe, _outputs(root / "one")
+
+
+@pytest.mark.slow
+def test_two_process_launch_matches_one_process(single_run, tmp_path):
+    recipe, expected = single_run
+    code, log = _finish(_launch(recipe, tmp_path / "two", 2))
+    assert code == 0, log
+    got = _outputs(tmp_path / "two")
+    assert not list((tmp_path / "two").glob("*/records.rank*.jsonl"))
+    for task, (results, records) in got.items():
+        want_results, want_records = expected[task]
+        assert results["provenance"]["num_processes"] == 2 and want_results["provenance"]["num_processes"] == 1
+        assert _strip(results) == _strip(want_results)
+        # The same records in the same order (the merge writes a one-process run's order).
+        assert _strip(records) == _strip(want_records)
+        assert results["compute_seconds"] > 0
+    assert got["text"][0]["adversary"]["opt"]["deepwordbug"]["attack_runs"] >= 2
+    assert got["vision"][0]["attacks"]["pgd_linf"]["n_attacked"] > 0
+    # Only the main process prints the table.
+    assert log.count("results:") == 1
+
+
+def _rank_pid(launcher: int, rank: int) -> int | None:
+    """The pid of the launched process with ``RANK=rank`` (a descendant of ``launcher``)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        parent = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        if f"RANK={rank}".encode() in environ and b"WORLD_SIZE=2" in environ and _descends(parent, launcher):
+            return int(entry.name)
+    return None
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to find a launched process")
+def test_killed_process_stops_the_run_keeps_records_and_resumes_with_one_process(single_run, tmp_path):
+    recipe, expected = single_run
+    output = tmp_path / "killed"
+    launcher = _launch(recipe, output, 2)
+    shard = output / "text" / "records.rank1.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and launcher.poll() is None:
+        if shard.exists() and '"kind": "attack"' in shard.read_text():
+            break
+        time.sleep(0.2)
+    victim = _rank_pid(launcher.pid, 1)
+    assert victim is not None and launcher.poll() is None, "the run ended before process 2 attacked anything"
+    os.kill(victim, signal.SIGKILL)
+    code, log = _finish(launcher)
+    assert code != 0
+    # The surviving process says, in one line, that the run stopped and how to resume.
+    assert "advsuite (process 1 of 2)" in log and "rerun the same command" in log
+    kept = [json.loads(line) for line in shard.read_text().splitlines() if line.strip()]
+    assert any(record["kind"] == "attack" for record in kept)
+    assert not (output / "text" / "results.json").exists()
+    # Resume with ONE process: what process 2 finished is reused, not redone.
+    code, log = _finish(_launch(recipe, output, 1))
+    assert code == 0, log
+    got = _outputs(output)
+    merged = {(r["kind"], r.get("attack", ""), r["id"]): r for r in got["text"][1]}
+    for record in kept:
+        assert merged[(record["kind"], record.get("attack", ""), record["id"])] == record
+    for task, (results, records) in got.items():
+        assert _strip(results) == _strip(expected[task][0])
+        assert _strip(records) == _strip(expected[task][1])
