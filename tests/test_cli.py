@@ -183,11 +183,16 @@ def test_ls_and_module_entry_point(capsys):
 
 
 @pytest.mark.slow
-def test_demo_prints_both_models(tmp_path, capsys):
-    assert advsuite("demo", "--output", str(tmp_path / "demo")) == 0
+def test_demo_prints_both_models_and_publishes_them(tmp_path, capsys):
+    board = tmp_path / "site" / "leaderboard.json"
+    assert advsuite("demo", "--output", str(tmp_path / "demo"), "--leaderboard", str(board)) == 0
     table = capsys.readouterr().out
     assert "builtin:sentiment-tiny" in table and "builtin:digits-cnn" in table
     assert "clean acc" in table and "robust acc" in table
     for task in ("text", "vision"):
         results = json.loads((tmp_path / "demo" / task / "results.json").read_text())
         assert 0 <= results["worst_case_robust_accuracy"] <= results["clean_accuracy"] <= 1
+    entries = json.loads(board.read_text())["entries"]
+    assert {(e["model"], e["threat_model"]) for e in entries} == {("builtin:sentiment-tiny", "word-level"),
+                                                                 ("builtin:digits-cnn", "linf")}
+    assert (board.parent / "index.html").is_file()

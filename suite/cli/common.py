@@ -22,13 +22,14 @@ def command_line() -> str:
     return " ".join(shlex.quote(part) for part in ["advsuite", *sys.argv[1:]])
 
 
-def run_tasks(tasks, seed: int, batch_size_for, output: Path, overwrite: bool, subdirs: bool) -> list:
+def run_tasks(tasks, seed: int, batch_size_for, output: Path, overwrite: bool, subdirs: bool,
+              log_samples: bool = False) -> list:
     """Prepare every task (all validation, no writes), then run them and print the table."""
     from suite.evaluation.runner import execute, prepare
     from suite.report.table import adversary_table, has_adversaries, results_table
 
     prepared = [
-        prepare(task, seed, batch_size_for(task), output / task.name if subdirs else output, overwrite)
+        prepare(task, seed, batch_size_for(task), output / task.name if subdirs else output, overwrite, log_samples)
         for task in tasks
     ]
     results = [execute(item, command=command_line()) for item in prepared]
@@ -42,4 +43,6 @@ def run_tasks(tasks, seed: int, batch_size_for, output: Path, overwrite: bool, s
         print(f"\nILLUSION OF ROBUSTNESS: {result.model.name} ({result.task}): "
               f"an aware adversary lowers robust accuracy by up to {100 * result.illusion.max_drop:.1f} pp")
     print(f"\nresults: {', '.join(str(item.store.directory / 'results.json') for item in prepared)}")
+    if log_samples:
+        print(f"samples: {', '.join(str(item.store.directory / 'samples.md') for item in prepared)}")
     return results

@@ -1,4 +1,5 @@
-"""``advsuite demo``: run the quickstart recipe on the built-in models and print the table."""
+"""``advsuite demo``: run the quickstart recipe on the built-in models, print the table and add
+the results to the leaderboard (so a fresh clone's page shows real entries)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,21 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("demo", help="run recipes/quickstart.yaml offline on the built-in models")
     parser.add_argument("--output", type=Path, default=Path("runs/demo"), help="output dir (default: runs/demo)")
     parser.add_argument("--overwrite", action="store_true", help="replace a different run in the output dir")
+    parser.add_argument("--leaderboard", type=Path, default=Path("leaderboard/leaderboard.json"),
+                        help="leaderboard to add the results to (default: leaderboard/leaderboard.json)")
+    parser.add_argument("--no-leaderboard", action="store_true", help="do not touch the leaderboard")
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     from suite.cli.run import run_recipe
 
-    run_recipe("quickstart", args.output, args.overwrite)
+    results = run_recipe("quickstart", args.output, args.overwrite)
+    if results and not args.no_leaderboard:
+        from suite.report import leaderboard
+
+        files = [args.output / result.task / "results.json" for result in results]
+        board, added, replaced = leaderboard.add(files, args.leaderboard)
+        print(f"\nleaderboard: {args.leaderboard} ({added} added, {replaced} replaced, {len(board.entries)} entries); "
+              f"view it with: python -m http.server --directory {args.leaderboard.parent}")
     return 0

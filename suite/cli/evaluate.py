@@ -8,7 +8,7 @@ from pathlib import Path
 from suite.cli.common import positive_int, run_tasks
 
 EPILOG = """examples:
-  advsuite evaluate --model builtin:sentiment-tiny --dataset builtin:sentiment --attacks deepwordbug --n 20
+  advsuite evaluate --model builtin:sentiment-tiny --attacks deepwordbug --limit 20 --log-samples
   advsuite evaluate --model builtin:digits-cnn --dataset builtin:digits --attacks pgd_linf --eps 0.1 --n 64
   advsuite evaluate --model hf:textattack/bert-base-uncased-rotten-tomatoes --dataset hf:rotten_tomatoes --n 100
   advsuite evaluate --model timm:resnet18.a1_in1k --dataset hf:./imagenet-val-sample --attacks pgd_linf --eps 0.0039
@@ -21,9 +21,11 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", required=True, help="hf:<hub id or dir>, timm:<name or dir>, builtin:<name>")
-    parser.add_argument("--dataset", required=True, help="builtin:<name>, hf:<hub name or local file/dir>")
+    parser.add_argument("--dataset", help="builtin:<name>, hf:<hub name or local file/dir> (default: the dataset the "
+                        "model card names; built-in models: their own)")
     parser.add_argument("--split", default="test")
-    parser.add_argument("--n", type=positive_int, help="evaluate a seeded subsample of n examples")
+    parser.add_argument("--n", "--limit", dest="n", type=positive_int, metavar="N",
+                        help="quick run: evaluate a seeded subsample of N examples (--limit is lm-eval's name for it)")
     parser.add_argument("--attacks", help="comma-separated attack names (default: deepwordbug for text, pgd_linf for images)")
     parser.add_argument("--eps", type=float, help="perturbation budget for every attack that takes one")
     parser.add_argument("--adversary", help="text attacks: comma-separated adversary temperatures among none, cal, opt "
@@ -34,6 +36,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
     parser.add_argument("--overwrite", action="store_true", help="replace a different run in --output")
+    parser.add_argument("--log-samples", action="store_true",
+                        help="also write samples.md: every example with its clean and adversarial input "
+                        "(text, or PNG files of images under samples/)")
     model = parser.add_argument_group("model options")
     model.add_argument("--revision", help="Hub revision of an hf: model")
     model.add_argument("--checkpoint", help="safetensors weights for a timm: model")
@@ -86,14 +91,33 @@ def build_task(args: argparse.Namespace):
         raise ConfigError(format_validation_error(error)) from error
 
 
+def resolve_dataset(args: argparse.Namespace) -> None:
+    """Fill ``args.dataset`` from the model when it is not given, or ask for it in one line."""
+    if args.dataset:
+        return
+    import logging
+
+    from suite.errors import ConfigError
+    from suite.models.card import default_dataset
+
+    found = default_dataset(args.model, args.revision)
+    if found is None:
+        raise ConfigError(f"model {args.model!r} names no dataset (no 'datasets:' in its model card): "
+                          "pass --dataset, e.g. --dataset hf:rotten_tomatoes")
+    args.dataset, source = found
+    logging.getLogger(__name__).info("dataset %s (named by %s; --dataset overrides)", args.dataset, source)
+
+
 def handle(args: argparse.Namespace) -> int:
     from suite.evaluation.recipe import slug
 
+    resolve_dataset(args)
     task = build_task(args)
     if args.eps is not None and not task.attacks:
         from suite.errors import ConfigError
 
         raise ConfigError("--eps needs --attacks (which attacks should it apply to?)")
     output = args.output or Path("runs") / f"{slug(args.model)}__{slug(args.dataset)}-{task.fingerprint(args.seed)[:8]}"
-    run_tasks([task], args.seed, lambda _: args.batch_size, output, args.overwrite, subdirs=False)
+    run_tasks([task], args.seed, lambda _: args.batch_size, output, args.overwrite, subdirs=False,
+              log_samples=args.log_samples)
     return 0

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from suite.cli.common import positive_int
+
 EPILOG = """examples:
   advsuite run recipes/quickstart.yaml
   advsuite run quickstart --output runs/quickstart
+  advsuite run ior_text --limit 10 --log-samples
   accelerate launch -m suite run recipes/quickstart.yaml
 """
 
@@ -18,17 +21,38 @@ def add_parser(subparsers) -> None:
     parser.add_argument("recipe", help="recipe file, or the name of a shipped recipe (advsuite ls recipes)")
     parser.add_argument("--output", type=Path, help="output dir (default: runs/<recipe name>); one sub-dir per task")
     parser.add_argument("--overwrite", action="store_true", help="replace different runs in the output dir")
+    parser.add_argument("--limit", type=positive_int, metavar="N",
+                        help="quick run: at most N examples per task (default output runs/<recipe name>-limit<N>)")
+    parser.add_argument("--log-samples", action="store_true",
+                        help="also write samples.md per task: every example, clean and adversarial")
     parser.set_defaults(handler=handle)
 
 
-def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool) -> list:
+def _limited(task, limit: int):
+    """``task`` evaluating at most ``limit`` examples (a seeded subsample, as ``n`` is); an ``opt``
+    adversary's search runs on at most ``limit`` examples too."""
+    n = limit if task.dataset.n is None else min(task.dataset.n, limit)
+    update = {"dataset": task.dataset.model_copy(update={"n": n})}
+    if task.adversary is not None:
+        update["adversary"] = task.adversary.model_copy(update={"opt_n": min(task.adversary.opt_n, limit)})
+    return task.model_copy(update=update)
+
+
+def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int | None = None,
+               log_samples: bool = False) -> list:
     from suite.cli.common import run_tasks
     from suite.evaluation.recipe import load_recipe
     from suite.evaluation.recipes_dir import resolve_recipe
 
     recipe = load_recipe(resolve_recipe(recipe_ref))
-    output = output or Path("runs") / recipe.name
-    results = run_tasks(recipe.expanded_tasks(), recipe.seed, recipe.batch_size_for, output, overwrite, subdirs=True)
+    output = output or Path("runs") / (recipe.name if limit is None else f"{recipe.name}-limit{limit}")
+    tasks = recipe.expanded_tasks()
+    if limit is not None:
+        tasks = [_limited(task, limit) for task in tasks]
+    results = run_tasks(tasks, recipe.seed, recipe.batch_size_for, output, overwrite, subdirs=True,
+                        log_samples=log_samples)
+    if not results:  # not the main process of a multi-process launch
+        return results
     from suite.report.table import adversary_rows, has_adversaries
 
     if has_adversaries(results):
@@ -46,5 +70,5 @@ def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool) -> list:
 
 
 def handle(args: argparse.Namespace) -> int:
-    run_recipe(args.recipe, args.output, args.overwrite)
+    run_recipe(args.recipe, args.output, args.overwrite, args.limit, args.log_samples)
     return 0

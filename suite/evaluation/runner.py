@@ -74,6 +74,8 @@ class PreparedTask:
     fit_set: EvalSet | None = None
     opt_attack: tuple[str, Attack] | None = None
     notes: list[str] = field(default_factory=list)
+    #: Write samples.md (and the adversarial images it points to).
+    log_samples: bool = False
 
     @property
     def runs(self) -> list[AttackRun]:
@@ -85,7 +87,8 @@ class PreparedTask:
         ]
 
 
-def prepare(task: TaskConfig, seed: int, batch_size: int, directory: Path, overwrite: bool = False) -> PreparedTask:
+def prepare(task: TaskConfig, seed: int, batch_size: int, directory: Path, overwrite: bool = False,
+            log_samples: bool = False) -> PreparedTask:
     """Build attacks, model and examples, and check the output dir, without writing anything."""
     # Attacks first: a bad name or hyperparameter fails before any model is loaded.
     attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
@@ -116,7 +119,7 @@ def prepare(task: TaskConfig, seed: int, batch_size: int, directory: Path, overw
     store = RecordStore(directory, task.identity(seed), distributed.current())
     store.check(overwrite)
     return PreparedTask(task, seed, batch_size, model, eval_set, attacks, store, overwrite, adversary, fit_set,
-                        opt_attack, notes)
+                        opt_attack, notes, log_samples)
 
 
 def _check_resources(task: TaskConfig, attacks: dict[str, Attack]) -> list[str]:
@@ -176,6 +179,13 @@ def execute(prepared: PreparedTask, command: str | None = None) -> Results | Non
 
     results["plots"] = write_plots(results, store.directory)
     store.merge(_record_order(prepared, adversary))
+    if prepared.log_samples:
+        from suite.report.samples import write_samples
+
+        info = prepared.model.info
+        title = f"{prepared.config.name}: {info.name} on {prepared.eval_set.spec}:{prepared.eval_set.split}"
+        clean = {ex.id: store.get("clean", ex.id) for ex in prepared.eval_set.examples}
+        write_samples(store.directory, title, prepared.model.labels, prepared.eval_set.examples, clean, by_attack)
     return write_results(store.directory / RESULTS_FILE, results)
 
 
@@ -332,6 +342,11 @@ def _attack_pass(prepared: PreparedTask, name: str, attack: Attack, temperature:
     with tqdm(total=len(pending), desc=name, unit="ex", disable=None, leave=False) as progress:
         for batch in _batches(pending, prepared.batch_size):
             outputs = attack.run(view, batch, prepared.seed)
+            if prepared.log_samples and model.modality == "image":
+                from suite.report.samples import image_path, save_image
+
+                for ex, out in zip(batch, outputs):
+                    save_image(out.adversarial, image_path(store.directory, name, ex.id))
             store.append(_attack_record(name, ex, out, model, temperature) for ex, out in zip(batch, outputs))
             progress.update(len(batch))
     store.share()
