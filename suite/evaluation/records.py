@@ -124,7 +124,8 @@ class RecordStore:
             os.fsync(handle.fileno())
         for record in records:
             self.records[record_key(record)] = record
-        self._unshared.extend(records)
+        if self.processes.distributed:
+            self._unshared.extend(records)
 
     def share(self) -> None:
         """Give every process the records the others appended since the last call (a collective)."""

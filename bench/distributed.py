@@ -1,0 +1,118 @@
+"""Two processes vs one: ``accelerate launch`` on a text recipe, wall time and identical records.
+
+Runs the same recipe (the built-in text model under DeepWordBug and PWWS, by the out-of-the-box,
+the calibrated and the Q(T)-optimal adversary, whose Brent search is sharded too) three ways, each in a fresh output directory:
+
+1. one process, ``python -m suite run`` (PyTorch's default thread count);
+2. one process with one thread (what each launched process gets: accelerate sets
+   ``OMP_NUM_THREADS=1`` when it starts several);
+3. ``accelerate launch --multi_gpu --num_processes 2`` (two gloo processes on a CPU-only machine;
+   ``--cpu --num_processes 2`` would start only one).
+
+It reports the wall times, the ratios, and whether results.json metrics and records (sorted
+as written, timings removed) are identical to run 1. Built-in models are trained (and
+cached) by a warm-up run first, so no timed run trains anything.
+
+    python bench/distributed.py --n 120 --json bench-distributed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RECIPE = """
+name: bench-distributed
+seed: 0
+batch_size: 16
+tasks:
+  - name: text
+    model: builtin:sentiment-tiny
+    dataset: {{spec: builtin:sentiment, split: test, n: {n}}}
+    attacks: [deepwordbug, {{name: pwws, optional: true}}]
+    adversary: {{kinds: [none, cal, opt], split: validation, opt_n: {opt_n}}}
+"""
+VOLATILE = {"seconds", "clean_seconds", "compute_seconds", "created", "provenance"}
+
+
+def _strip(value):
+    if isinstance(value, dict):
+        return {key: _strip(item) for key, item in value.items() if key not in VOLATILE}
+    if isinstance(value, list):
+        return [_strip(item) for item in value]
+    return value
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run(recipe: Path, output: Path, processes: int, threads: int | None) -> float:
+    env = dict(os.environ, TQDM_DISABLE="1")
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    suite = ["-m", "suite", "-q", "run", str(recipe), "--output", str(output)]
+    if processes == 1:
+        command = [sys.executable, *suite]
+    else:
+        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                   "--main_process_ip", "127.0.0.1", "--main_process_port", str(_port()), *suite]
+    start = time.perf_counter()
+    completed = subprocess.run(command, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if completed.returncode != 0:
+        raise SystemExit(f"run failed ({' '.join(command)}):\n{completed.stderr[-3000:]}")
+    return seconds
+
+
+def outputs(directory: Path) -> tuple[dict, list]:
+    results = json.loads((directory / "text" / "results.json").read_text())
+    records = [json.loads(line) for line in (directory / "text" / "records.jsonl").read_text().splitlines()]
+    return _strip(results), _strip(records)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=120, help="test examples (the built-in test split has 120)")
+    parser.add_argument("--opt-n", type=int, default=40, help="validation examples per Q(T) evaluation")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-dist-"))
+    recipe = work / "recipe.yaml"
+    recipe.write_text(RECIPE.format(n=args.n, opt_n=args.opt_n))
+    os.environ.setdefault("ADVSUITE_CACHE", str(work / "cache"))
+    print("warm-up (trains the built-in model into the cache) ...", flush=True)
+    run(recipe, work / "warmup", 1, None)
+    report: dict = {"n": args.n, "opt_n": args.opt_n, "cpus": os.cpu_count(), "runs": {}}
+    reference = None
+    for label, processes, threads in (("1 process", 1, None), ("1 process, 1 thread", 1, 1),
+                                      ("2 processes (accelerate launch)", 2, None)):
+        output = work / label.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "")
+        seconds = run(recipe, output, processes, threads)
+        got = outputs(output)
+        reference = reference or got
+        entry = {"seconds": seconds, "results_identical": got[0] == reference[0],
+                 "records_identical": got[1] == reference[1], "records": len(got[1])}
+        report["runs"][label] = entry
+        print(f"{label}: {seconds:.1f} s; results identical to 1 process: {entry['results_identical']}; "
+              f"records identical: {entry['records_identical']} ({entry['records']})", flush=True)
+    one, two = report["runs"]["1 process"]["seconds"], report["runs"]["2 processes (accelerate launch)"]["seconds"]
+    report["speedup_2_vs_1"] = one / two
+    print(f"2 processes vs 1: x{one / two:.2f} wall-time speed-up on {os.cpu_count()} CPUs")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
