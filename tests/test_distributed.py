@@ -92,8 +92,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "MASTER_ADDR": "127.0.0.1"}
 
 
-def _launch(recipe: Path, output: Path, processes: int) -> subprocess.Popen:
-    suite_args = ["-m", "suite", "run", str(recipe), "--output", str(output)]
+def _launch(recipe: Path | None, output: Path, processes: int, *command_args: str) -> subprocess.Popen:
+    """``advsuite run RECIPE`` (or ``advsuite COMMAND_ARGS``) in 1 process or under accelerate launch."""
+    suite_args = ["-m", "suite", *(command_args or ("run", str(recipe))), "--output", str(output)]
     if processes == 1:
         command = [sys.executable, *suite_args]
     else:  # the invocation the README documents for CPU-only machines
@@ -215,3 +216,19 @@ def test_killed_process_stops_the_run_keeps_records_and_resumes_with_one_process
     for task, (results, records) in got.items():
         assert _strip(results) == _strip(expected[task][0])
         assert _strip(records) == _strip(expected[task][1])
+
+
+@pytest.mark.slow
+def test_two_process_evaluate_matches_one_process(tmp_path):
+    args = ("evaluate", "--model", "builtin:digits-cnn", "--attacks", "fgm_linf,pgd_linf", "--eps", "0.05",
+            "--limit", "30", "--batch-size", "4")
+    runs = {}
+    for processes in (1, 2):
+        code, log = _finish(_launch(None, tmp_path / str(processes), processes, *args))
+        assert code == 0, log
+        results = json.loads((tmp_path / str(processes) / "results.json").read_text())
+        records = [json.loads(line) for line in (tmp_path / str(processes) / "records.jsonl").read_text().splitlines()]
+        assert results["provenance"]["num_processes"] == processes
+        runs[processes] = (_strip(results), _strip(records))
+    assert runs[1] == runs[2]
+    assert runs[1][0]["attacks"]["pgd_linf"]["n_attacked"] > 0
