@@ -148,6 +148,11 @@ def test_cli_add_validates_merges_idempotently_and_shows(demo_results, tmp_path,
     assert advsuite("leaderboard", "add", *files, "--leaderboard", str(path)) == 0
     assert path.read_text() == first
     assert "0 added, 3 replaced, 3 entries" in capsys.readouterr().out
+    # A recipe's output directory adds every task; an empty directory is a one-line error.
+    assert advsuite("leaderboard", "add", str(demo_results), "--leaderboard", str(path)) == 0
+    assert path.read_text() == first
+    assert advsuite("leaderboard", "add", str(tmp_path), "--leaderboard", str(path)) == 2
+    assert "holds no results.json" in capsys.readouterr().err
     assert advsuite("leaderboard", "show", "--leaderboard", str(path), "--threat-model", "linf") == 0
     shown = capsys.readouterr().out
     assert "builtin:digits-cnn" in shown and "word-level" not in shown

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 EPILOG = """examples:
-  advsuite leaderboard add runs/demo/text/results.json runs/demo/vision/results.json
+  advsuite leaderboard add runs/demo                     # every task of a recipe run
+  advsuite leaderboard add runs/evaluate-run/results.json
   advsuite leaderboard add runs/*/results.json --leaderboard site/leaderboard.json
   advsuite leaderboard show --threat-model linf --sort clean_accuracy
   python -m http.server --directory leaderboard   # then open http://localhost:8000
@@ -19,7 +20,8 @@ def add_parser(subparsers) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="validate results.json files and merge them (same entry again: replaced)")
-    add.add_argument("results", nargs="+", type=Path, help="results.json files (or run directories holding one)")
+    add.add_argument("results", nargs="+", type=Path,
+                     help="results.json files, run directories, or a recipe's output directory (one sub-dir per task)")
     show = actions.add_parser("show", help="print the leaderboard as a table")
     show.add_argument("--task", help="only this task (dataset/split, e.g. builtin:digits/test)")
     show.add_argument("--threat-model", help="only this threat model (linf, l2, word-level...)")
@@ -32,8 +34,16 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(handler=handle)
 
 
-def _results_file(path: Path) -> Path:
-    return path / "results.json" if path.is_dir() else path
+def _results_files(path: Path) -> list[Path]:
+    """A results file; a run directory's; or every task's of a recipe's output directory."""
+    if not path.is_dir() or (path / "results.json").exists():
+        return [path / "results.json" if path.is_dir() else path]
+    found = sorted(path.glob("*/results.json"))
+    if not found:
+        from suite.errors import ConfigError
+
+        raise ConfigError(f"{str(path)!r} holds no results.json (nor do its sub-directories)")
+    return found
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -49,7 +59,7 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     path = args.leaderboard or leaderboard.DEFAULT_PATH
     if args.action == "add":
-        board, added, replaced = leaderboard.add([_results_file(p) for p in args.results], path)
+        board, added, replaced = leaderboard.add([f for p in args.results for f in _results_files(p)], path)
         print(f"{path}: {added} added, {replaced} replaced, {len(board.entries)} entries")
         return 0
     from suite.errors import ConfigError
