@@ -248,10 +248,14 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 def _browse(root: Path, base: str, query: str = "") -> dict:
-    (root / "harness.html").write_text(HARNESS.replace("QUERY", query))
+    # A fresh harness name and profile per visit: a cached harness would replay an older query.
+    visit = len(list(root.glob("harness-*.html")))
+    harness = f"harness-{visit}.html"
+    (root / harness).write_text(HARNESS.replace("QUERY", query))
     completed = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
-         f"--user-data-dir={root / 'profile'}", "--virtual-time-budget=10000", "--dump-dom", f"{base}/harness.html"],
+         f"--user-data-dir={root / f'profile-{visit}'}", "--virtual-time-budget=10000", "--dump-dom",
+         f"{base}/{harness}"],
         capture_output=True, text=True, timeout=120,
     )
     parser = _Out()
