@@ -127,7 +127,9 @@ def _outputs(directory: Path) -> dict[str, tuple[dict, list[dict]]]:
 
 
 @pytest.fixture(scope="module")
-def single_run(tmp_path_factory):
+def single_run(tmp_path_factory, sentiment_model, digits_model):
+    # The built-in models are trained in this process first (as every other test has them):
+    # trained under OMP_NUM_THREADS=1 they would round differently and differ slightly.
     root = tmp_path_factory.mktemp("dist")
     recipe = root / "dist.yaml"
     recipe.write_text(RECIPE)
@@ -219,7 +221,7 @@ def test_killed_process_stops_the_run_keeps_records_and_resumes_with_one_process
 
 
 @pytest.mark.slow
-def test_two_process_evaluate_matches_one_process(tmp_path):
+def test_two_process_evaluate_matches_one_process(tmp_path, digits_model):
     args = ("evaluate", "--model", "builtin:digits-cnn", "--attacks", "fgm_linf,pgd_linf", "--eps", "0.05",
             "--limit", "30", "--batch-size", "4")
     runs = {}

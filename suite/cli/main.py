@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -13,6 +12,7 @@ from collections.abc import Sequence
 from suite import __version__
 from suite.cli import demo, evaluate, leaderboard, ls, prefetch, run, validate
 from suite.errors import SuiteError
+from suite.launch import launch
 
 COMMANDS = (evaluate, run, validate, demo, leaderboard, ls, prefetch)
 
@@ -33,10 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: user errors print one line and exit with status 2."""
     args = build_parser().parse_args(argv)
-    rank, world = os.environ.get("RANK", "0"), os.environ.get("WORLD_SIZE", "1")
+    try:
+        place = launch()
+    except SuiteError as error:
+        print(f"advsuite: error: {error}", file=sys.stderr)
+        sys.exit(error.exit_code)
+    where = place.label()
     # Under `accelerate launch` only the main process reports progress; every process reports errors.
-    where = f" (process {int(rank) + 1} of {world})" if world.isdigit() and int(world) > 1 and rank.isdigit() else ""
-    quiet = args.quiet or (where != "" and rank != "0")
+    quiet = args.quiet or place.rank != 0
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, format=f"advsuite{where}: %(message)s")
     for noisy in ("httpx", "urllib3", "filelock", "datasets", "transformers", "timm"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

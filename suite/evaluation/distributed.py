@@ -15,12 +15,13 @@ over gloo (NCCL on GPUs).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
+
+from suite.launch import Launch, launch
 
 T = TypeVar("T")
 
@@ -30,34 +31,26 @@ TIMEOUT = timedelta(hours=2)
 
 
 @dataclass(frozen=True)
-class Processes:
-    """This process's place among the launched processes."""
-
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
+class Processes(Launch):
+    """This process's place among the launched processes, and the collectives between them."""
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
-
-    @property
-    def distributed(self) -> bool:
-        return self.world > 1
 
     def shard(self, items: Sequence[T]) -> list[T]:
         """This process's share of ``items`` (round robin over their order)."""
         return list(items[self.rank :: self.world])
 
     def barrier(self) -> None:
-        if self.distributed:
+        if self.several:
             import torch.distributed as dist
 
             dist.barrier()
 
     def gather(self, value: Any) -> list[Any]:
         """Every process's ``value`` (picklable), in rank order, on every process."""
-        if not self.distributed:
+        if not self.several:
             return [value]
         import torch.distributed as dist
 
@@ -68,36 +61,19 @@ class Processes:
     def sum(self, value: float) -> float:
         return sum(self.gather(value))
 
-    def label(self) -> str:
-        return f"process {self.rank + 1} of {self.world}" if self.distributed else "main process"
-
-
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        from suite.errors import ConfigError
-
-        raise ConfigError(f"environment variable {name}={value!r} is not an integer") from None
-
 
 @lru_cache(maxsize=1)
 def current() -> Processes:
     """The launched processes (initialising the process group once when there are several)."""
-    world = _env_int("WORLD_SIZE", 1)
-    if world <= 1:
+    place = launch()
+    if not place.several:
         return Processes()
     import torch
     import torch.distributed as dist
 
-    rank, local_rank = _env_int("RANK", 0), _env_int("LOCAL_RANK", 0)
     if not dist.is_initialized():
         if torch.cuda.is_available():
-            torch.cuda.set_device(local_rank)
+            torch.cuda.set_device(place.local_rank)
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend=backend, timeout=TIMEOUT)
-    return Processes(rank=rank, world=world, local_rank=local_rank)
-
+    return Processes(rank=place.rank, world=place.world, local_rank=place.local_rank)

@@ -54,7 +54,7 @@ class RecordStore:
         self.directory = Path(directory)
         self.identity = identity
         self.processes = processes or Processes()
-        name = f"records.rank{self.processes.rank}.jsonl" if self.processes.distributed else RECORDS_FILE
+        name = f"records.rank{self.processes.rank}.jsonl" if self.processes.several else RECORDS_FILE
         self.path = self.directory / name
         self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._unshared: list[dict[str, Any]] = []
@@ -124,12 +124,12 @@ class RecordStore:
             os.fsync(handle.fileno())
         for record in records:
             self.records[record_key(record)] = record
-        if self.processes.distributed:
+        if self.processes.several:
             self._unshared.extend(records)
 
     def share(self) -> None:
         """Give every process the records the others appended since the last call (a collective)."""
-        if not self.processes.distributed:
+        if not self.processes.several:
             return
         for records in self.processes.gather(self._unshared):
             for record in records:

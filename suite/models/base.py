@@ -11,7 +11,6 @@ Contract (see the design notes):
 from __future__ import annotations
 
 import hashlib
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -115,8 +114,10 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
         return torch.device(device)
     if not torch.cuda.is_available():
         return torch.device("cpu")
-    local_rank = os.environ.get("LOCAL_RANK", "")
-    return torch.device(f"cuda:{int(local_rank)}" if local_rank.isdigit() and os.environ.get("WORLD_SIZE", "1") != "1" else "cuda")
+    from suite.launch import launch
+
+    place = launch()
+    return torch.device(f"cuda:{place.local_rank}" if place.several else "cuda")
 
 
 def local_revision(directory: Path) -> str:

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from suite.paths import atomic_write_text
+
 SAMPLES_FILE = "samples.md"
 SAMPLES_DIR = "samples"
 
@@ -90,8 +92,4 @@ def write_samples(directory: Path, title: str, labels: Sequence[str], examples: 
                 where = f"`{png.relative_to(directory)}`" if png.exists() else "(not saved: attacked by a run without --log-samples)"
                 lines.append(f"  adversarial image: {where}; perturbation {result['perturbation']:.4g}")
         lines.append("")
-    path = directory / SAMPLES_FILE
-    from suite.paths import atomic_write_text
-
-    atomic_write_text(path, "\n".join(lines))
-    return path
+    return atomic_write_text(directory / SAMPLES_FILE, "\n".join(lines))
