@@ -80,3 +80,13 @@ def test_hub_style_model_dir_uses_the_dataset_its_card_names(tmp_path, sentiment
     for record in broken:
         assert f"  > {record['adversarial']}" in samples
     assert samples.count("changed: ") >= len(broken)
+
+
+@pytest.mark.slow
+def test_run_limit_caps_every_task_and_names_its_own_output(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert advsuite("-q", "run", "quickstart", "--limit", "5") == 0
+    for task in ("text", "vision"):
+        results = json.loads((tmp_path / "runs" / "quickstart-limit5" / task / "results.json").read_text())
+        assert results["dataset"]["n"] == 5 and results["config"]["dataset"]["n"] == 5
+    assert not (tmp_path / "runs" / "quickstart").exists()
