@@ -102,7 +102,7 @@ def resolve_dataset(args: argparse.Namespace) -> None:
 
     found = default_dataset(args.model, args.revision)
     if found is None:
-        raise ConfigError(f"model {args.model!r} names no dataset (no 'datasets:' in its model card): "
+        raise ConfigError(f"model {args.model!r} names no dataset (no model card with 'datasets:' could be read): "
                           "pass --dataset, e.g. --dataset hf:rotten_tomatoes")
     args.dataset, source = found
     logging.getLogger(__name__).info("dataset %s (named by %s; --dataset overrides)", args.dataset, source)
