@@ -33,3 +33,16 @@ class DataError(SuiteError, ValueError):
 
 class ResourceMissingError(SuiteError):
     """An offline resource (corpus, weights) that is not in the local cache."""
+
+
+def format_validation_error(error, unknown: str = "unknown parameter") -> str:
+    """One line from a pydantic ValidationError: 'field: message; field: message'.
+
+    ``unknown`` names what an extra (forbidden) key is: a parameter of an attack, a field of a file.
+    """
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "value"
+        message = unknown if item["type"] == "extra_forbidden" else item["msg"]
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)

@@ -8,7 +8,7 @@ from suite.attacks.image import baselines as _baselines  # noqa: F401  (register
 from suite.attacks.image import gradient as _gradient  # noqa: F401  (registers fgm_*, pgd_*, beta)
 from suite.attacks.text import recipes as _recipes  # noqa: F401  (registers the TextAttack recipes)
 from suite.attacks.text import transfer as _transfer  # noqa: F401  (registers transfer)
-from suite.errors import ConfigError
+from suite.errors import ConfigError, format_validation_error
 
 
 def build_attack(name: str, params: dict | None = None) -> Attack:
@@ -20,18 +20,6 @@ def build_attack(name: str, params: dict | None = None) -> Attack:
         return cls(**(params or {}))
     except ValidationError as error:
         raise ConfigError(f"attack {name!r}: {format_validation_error(error)}") from error
-
-
-def format_validation_error(error) -> str:
-    """One line from a pydantic ValidationError: 'field: message; field: message'."""
-    parts = []
-    for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "value"
-        message = item["msg"]
-        if item["type"] == "extra_forbidden":
-            message = "unknown parameter"
-        parts.append(f"{where}: {message}")
-    return "; ".join(parts)
 
 
 __all__ = ["ATTACKS", "Attack", "AttackOutput", "build_attack", "format_validation_error"]

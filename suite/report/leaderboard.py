@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from suite.errors import ConfigError
+from suite.errors import ConfigError, format_validation_error
 from suite.paths import atomic_write_text
 
 LEADERBOARD_VERSION = 1
@@ -141,7 +141,7 @@ def read_results(path: Path) -> Any:
     try:
         return Results.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(f"{str(path)!r} is not a valid advsuite results file: {_first_error(error)}") from error
+        raise ConfigError(f"{str(path)!r} is not a valid advsuite results file: {_describe(error)}") from error
 
 
 def load(path: Path) -> Leaderboard:
@@ -156,7 +156,7 @@ def load(path: Path) -> Leaderboard:
     try:
         return Leaderboard.model_validate(data)
     except ValidationError as error:
-        raise ConfigError(f"{str(path)!r} does not match leaderboard/schema.json: {_first_error(error)}; "
+        raise ConfigError(f"{str(path)!r} does not match leaderboard/schema.json: {_describe(error)}; "
                           "it was left untouched") from error
 
 
@@ -219,10 +219,8 @@ def install_page(directory: Path) -> list[Path]:
     return copied
 
 
-def _first_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    return f"{where}: {first['msg']} (got {first.get('input')!r:.60})" if "input" in first else f"{where}: {first['msg']}"
+def _describe(error: ValidationError) -> str:
+    return format_validation_error(error, unknown="unknown field")
 
 
 def rows(board: Leaderboard, task: str | None = None, threat_model: str | None = None,
