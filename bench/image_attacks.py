@@ -26,11 +26,12 @@ import torch
 
 from suite.attacks import build_attack
 from suite.attacks.image.baselines import QueryCountingModule, import_torchattacks
-from suite.attacks.losses import cross_entropy
+from suite.losses import cross_entropy
 from suite.data.config import DatasetConfig
 from suite.data.load import load_eval_set
 from suite.models import load_model
 from suite.models.temperature import TemperatureScaled
+from suite.evaluation.scoring import score_outputs
 from suite.seeding import global_rng_seeded
 
 EPS = {"linf": 0.006, "l2": 0.2}
@@ -69,6 +70,12 @@ def _torchattacks_shipped(model, examples, norm: str, eps: float, batch_size: in
     return broken, time.perf_counter() - start
 
 
+
+def _broken(model, examples, outputs) -> list[bool]:
+    """Whether the served model misclassifies each adversarial input (the suite's scoring)."""
+    return [score["robust"] < 1.0 for score in score_outputs(model, examples, outputs)]
+
+
 def beta_vs_autoattack(model, n: int, seed: int, batch_size: int, shipped: bool) -> list[dict]:
     everything, correct = _examples(model, n, seed)
     rows = []
@@ -81,7 +88,7 @@ def beta_vs_autoattack(model, n: int, seed: int, batch_size: int, shipped: bool)
         results = {}
         for name, attack in contenders.items():
             outputs, seconds = _timed(attack, model, correct, seed, batch_size)
-            broken = [o.success for o in outputs]
+            broken = _broken(model, correct, outputs)
             results[name] = (broken, seconds)
             print(f"  {norm} {name}: {sum(broken)}/{len(correct)} broken in {seconds:.1f}s", flush=True)
         if shipped:
@@ -158,7 +165,7 @@ def batch_size_effect(model, seed: int, sizes=(1, 16, 128), n: int = 128) -> lis
             rates = {}
             for size in sizes:
                 outputs, _ = _timed(attack, confident, examples, seed, size)
-                rates[size] = sum(o.success for o in outputs) / len(outputs)
+                rates[size] = sum(_broken(confident, examples, outputs)) / len(outputs)
             rows.append({"precision": precision, "reduction": reduction, **{f"bs{size}": rate for size, rate in rates.items()},
                          "spread_pp": 100 * (max(rates.values()) - min(rates.values()))})
     return rows

@@ -52,8 +52,10 @@ def train(data: Path, directory: Path, epochs: int, lr: float) -> float:
 
 
 def illusion(model_dir: Path, data: Path, n: int, opt_n: int, output: Path) -> list:
-    from suite.cli.common import run_tasks
+    from suite.evaluation.options import RunOptions
     from suite.evaluation.recipe import parse_recipe
+    from suite.evaluation.tasks import run_tasks
+    from suite.report.table import adversary_table, results_table
 
     def task(name: str, temperature: float) -> dict:
         return {
@@ -66,7 +68,11 @@ def illusion(model_dir: Path, data: Path, n: int, opt_n: int, output: Path) -> l
 
     recipe = parse_recipe({"name": "bench-text", "tasks": [task("base", 1.0), task("upconf", 0.005),
                                                           task("downconf", 2e6)]})
-    return run_tasks(recipe.tasks, recipe.seed, recipe.batch_size_for, output, overwrite=True, subdirs=True)
+    options = RunOptions(seed=recipe.seed, batch_size=recipe.batch_size, output=output, subdirs=True, overwrite=True)
+    results = run_tasks(recipe.tasks, options)
+    print(results_table(results))
+    print(adversary_table(results))
+    return results
 
 
 def versus_textattack(model_dir: Path, data: Path, n: int, recipe: str) -> dict:
@@ -74,6 +80,7 @@ def versus_textattack(model_dir: Path, data: Path, n: int, recipe: str) -> dict:
     from suite.attacks import build_attack
     from suite.attacks.text.offline import import_textattack
     from suite.data.base import Example
+    from suite.evaluation.scoring import score_outputs
     from suite.models import load_model
 
     textattack = import_textattack()
@@ -118,7 +125,7 @@ def versus_textattack(model_dir: Path, data: Path, n: int, recipe: str) -> dict:
         "model_accuracy_sample": sample_accuracy,
         "identical_texts": same,
         "plain_skipped": skipped,
-        "suite_successes": sum(bool(o.success) for o in ours),
+        "suite_successes": sum(score["robust"] < 1.0 for score in score_outputs(model, examples, ours)),
         "textattack_successes": theirs_broken,
         "suite_seconds": ours_seconds,
         "textattack_seconds": plain_seconds,

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from suite.attacks import build_attack
-from suite.attacks.losses import dlr, margin, reduce_loss, targeted_cross_entropy
+from suite.losses import dlr, margin, reduce_loss, targeted_cross_entropy
 from suite.data.base import Example
 from suite.evaluation.checks import check_black_box, check_probabilities, check_reduction, check_zero_gradients
 from suite.models.base import ModelInfo, TorchClassifier

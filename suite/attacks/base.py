@@ -1,71 +1,115 @@
-"""What an attack is and what it returns.
+"""What an attack is, what it declares about itself, and what it returns.
 
 Attacks are small frozen objects: hyperparameters are typed, validated fields (unknown
 parameters and negative budgets are refused), and :meth:`Attack.run` neither mutates the attack
-nor touches global RNG state. Scoring (accuracy, worst case over attacks) happens in the
-evaluation layer, not here.
+nor touches global RNG state.
+
+An attack returns, per example, the adversarial input, its perturbation size, queries and
+seconds (:class:`AttackOutput`). It gives **no verdict**: the evaluation layer scores every
+adversarial input on the served model, the same way for every modality
+(:mod:`suite.evaluation.scoring`).
+
+What an attack is allowed to do and what its number means is typed metadata, never parsed from
+strings:
+
+- :attr:`Attack.threat` (:class:`Threat`): the norm and ε of the ball, the edit level of a text
+  attack, and for a distributional attack the Wasserstein order p and its budget or κ;
+- :attr:`Attack.access`: ``white-box`` (gradients), ``black-box`` (scores only) or ``transfer``
+  (crafted on another model, the evaluated model only scores the result);
+- :attr:`Attack.metric`: ``pointwise`` (each example in its own ball: its records enter the
+  worst case over attacks) or ``distributional`` (a budget shared by all examples: the attack
+  computes its metric in :meth:`Attack.aggregate` once every process's records are gathered,
+  and that metric is reported on its own, never in the point-wise worst case).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from suite.data.base import Example
+from suite.errors import ConfigError, SuiteError, format_validation_error
 from suite.models.base import Classifier
 from suite.registry import Registry
+from suite.threat import Access, Metric, TextLevel, Threat
+
+__all__ = ["ATTACKS", "Access", "Attack", "AttackOutput", "InfeasibleError", "Metric", "TextLevel", "Threat",
+           "build_attack", "register_attack"]
 
 ATTACKS: Registry = Registry("attack", list_command="advsuite ls attacks")
 
-
 @dataclass(frozen=True)
 class AttackOutput:
-    """The outcome of attacking one example.
+    """What an attack found for one example. No verdict: the evaluation layer scores it.
 
     Attributes:
-        success: The served model misclassifies ``adversarial``.
-        prediction: The served model's class for ``adversarial``.
+        adversarial: The adversarial input (a C×H×W tensor in [0, 1], or a string).
         perturbation: Size of the change: the threat model's norm for images, the fraction of
             words changed for text.
         queries: Model queries spent (forward or forward+backward passes).
         seconds: Wall time spent on this example (its share of a batched run).
-        adversarial: The adversarial input (tensor or string).
+        extras: Anything else the attack wants recorded (JSON-serialisable), such as the
+            distance a distributional attack needed.
     """
 
-    success: bool
-    prediction: int
+    adversarial: Any
     perturbation: float
     queries: int
     seconds: float
-    adversarial: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class InfeasibleError(SuiteError):
+    """A distributional attack's aggregate does not fit its budget (raised by :meth:`Attack.aggregate`)."""
 
 
 class Attack(BaseModel):
-    """Base class of every registered attack: typed, frozen hyperparameters and :meth:`run`."""
+    """Base class of every registered attack: typed, frozen hyperparameters and :meth:`run`.
+
+    Subclasses set the class variables :attr:`name` (by :func:`register_attack`),
+    :attr:`modality`, :attr:`access` and :attr:`metric`, and implement :attr:`threat` and
+    :meth:`run`. The hooks :meth:`check_resources`, :meth:`budget` and :meth:`aggregate` have
+    defaults that do nothing.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: ClassVar[str]
     modality: ClassVar[str]
-    #: Whether the attack can search on an adversary-temperature view of the model (the cal /
-    #: opt adversaries of :mod:`suite.calibration`); a transfer attack cannot.
-    adversary_temperature: ClassVar[bool] = True
+    access: ClassVar[Access] = "white-box"
+    metric: ClassVar[Metric] = "pointwise"
 
     @property
-    def threat_model(self) -> str:
-        """The threat model recorded in results (``linf``, ``l2``, ``word-level``...)."""
+    def threat(self) -> Threat:
+        """The threat model (norm and ε, text level, Wasserstein order and budget)."""
         raise NotImplementedError
 
+    @property
+    def searches_on_model(self) -> bool:
+        """Whether the search queries the model it is given, so that an adversary-temperature
+        view of that model changes it (a transfer attack searches on its source model)."""
+        return self.access != "transfer"
+
+    @property
+    def loss_reduction(self) -> str | None:
+        """How the attack reduces per-example losses over a batch (``sum``/``mean``), if it
+        computes them itself; ``None`` otherwise. The sanity checks read it."""
+        return None
+
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
-        """Attack one batch of ``examples`` (all correctly classified); one output per example.
+        """Attack one batch of ``examples`` (all with correctness > 0); one output per example.
 
         All randomness for an example comes from ``(seed, attack name, example id)``, so the
         outputs do not depend on how examples are batched.
         """
         raise NotImplementedError
+
+    def check_resources(self) -> None:
+        """Raise a one-line :class:`~suite.errors.ResourceMissingError` if something the attack
+        needs on disk is missing (before anything runs). Nothing by default."""
 
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         """The attack's budget as recorded in results (steps, restarts, query limits).
@@ -73,6 +117,20 @@ class Attack(BaseModel):
         ``num_classes`` lets attacks that iterate over target classes state their real budget.
         """
         return {}
+
+    def aggregate(self, clean: Sequence[dict[str, Any]], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """The metric of a distributional attack over every example, after the gather.
+
+        Args:
+            clean: Clean records of every example, in evaluation order (``correct`` in [0, 1]).
+            records: This attack's records of the examples it attacked, in evaluation order
+                (``robust`` in [0, 1], ``perturbation`` and any extras).
+
+        Returns:
+            At least ``{"accuracy": float in [0, 1]}``; more keys are recorded as they are.
+            Raises :class:`InfeasibleError` when the result does not fit the budget.
+        """
+        raise NotImplementedError(f"{self.name} is a {self.metric} attack and has no aggregate")
 
     def params(self) -> dict[str, Any]:
         return self.model_dump()
@@ -87,3 +145,12 @@ def register_attack(name: str):
         return cls
 
     return decorator
+
+
+def build_attack(name: str, params: dict | None = None) -> Attack:
+    """Build a registered attack from its name and hyperparameters, with one-line errors."""
+    cls = ATTACKS.get(name)
+    try:
+        return cls(**(params or {}))
+    except ValidationError as error:
+        raise ConfigError(f"attack {name!r}: {format_validation_error(error)}") from error

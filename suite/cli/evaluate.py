@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from suite.cli.common import positive_int, run_tasks
+from suite.cli.common import positive_int, print_report
 
 EPILOG = """examples:
   advsuite evaluate --model builtin:sentiment-tiny --attacks deepwordbug --limit 20 --log-samples
@@ -59,7 +59,8 @@ def build_task(args: argparse.Namespace):
     """The TaskConfig the flags describe (validated; one-line errors)."""
     from pydantic import ValidationError
 
-    from suite.attacks import ATTACKS, format_validation_error
+    from suite.attacks import ATTACKS
+    from suite.errors import format_validation_error
     from suite.errors import ConfigError
     from suite.evaluation.recipe import TaskConfig
 
@@ -109,7 +110,9 @@ def resolve_dataset(args: argparse.Namespace) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from suite.evaluation.options import RunOptions
     from suite.evaluation.recipe import slug
+    from suite.evaluation.tasks import run_tasks
 
     resolve_dataset(args)
     task = build_task(args)
@@ -118,6 +121,9 @@ def handle(args: argparse.Namespace) -> int:
 
         raise ConfigError("--eps needs --attacks (which attacks should it apply to?)")
     output = args.output or Path("runs") / f"{slug(args.model)}__{slug(args.dataset)}-{task.fingerprint(args.seed)[:8]}"
-    run_tasks([task], args.seed, lambda _: args.batch_size, output, args.overwrite, subdirs=False,
-              log_samples=args.log_samples)
+    options = RunOptions(seed=args.seed, batch_size=args.batch_size, output=output, overwrite=args.overwrite,
+                         log_samples=args.log_samples)
+    results = run_tasks([task], options)
+    if results:  # the main process of a multi-process launch reports
+        print_report(results, options, args.log_samples)
     return 0

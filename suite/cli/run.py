@@ -40,19 +40,23 @@ def _limited(task, limit: int):
 
 def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int | None = None,
                log_samples: bool = False) -> list:
-    from suite.cli.common import run_tasks
+    from suite.cli.common import print_report
+    from suite.evaluation.options import RunOptions
     from suite.evaluation.recipe import load_recipe
     from suite.evaluation.recipes_dir import resolve_recipe
+    from suite.evaluation.tasks import run_tasks
 
     recipe = load_recipe(resolve_recipe(recipe_ref))
     output = output or Path("runs") / (recipe.name if limit is None else f"{recipe.name}-limit{limit}")
     tasks = recipe.expanded_tasks()
     if limit is not None:
         tasks = [_limited(task, limit) for task in tasks]
-    results = run_tasks(tasks, recipe.seed, recipe.batch_size_for, output, overwrite, subdirs=True,
-                        log_samples=log_samples)
+    options = RunOptions(seed=recipe.seed, batch_size=recipe.batch_size, output=output, subdirs=True,
+                         overwrite=overwrite, log_samples=log_samples)
+    results = run_tasks(tasks, options)
     if not results:  # not the main process of a multi-process launch
         return results
+    print_report(results, options, log_samples)
     from suite.report.table import adversary_rows, has_adversaries
 
     if has_adversaries(results):

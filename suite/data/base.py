@@ -11,6 +11,27 @@ Input = Union[str, torch.Tensor]
 
 
 @dataclass(frozen=True)
+class InputSpec:
+    """What a model takes, all that data loading needs to know of it.
+
+    Attributes:
+        modality: ``text`` or ``image``.
+        labels: The model's class names, in class-index order.
+        input_size: Images: (channels, height, width) of [0, 1] pixels; ``None`` for text.
+        name: The model's name, for messages.
+    """
+
+    modality: str
+    labels: tuple[str, ...]
+    input_size: tuple[int, int, int] | None = None
+    name: str = "the model"
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+
+@dataclass(frozen=True)
 class Example:
     """One labelled input with a stable id.
 

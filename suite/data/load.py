@@ -1,4 +1,7 @@
-"""Turn a :class:`DatasetConfig` into the examples one model is evaluated on.
+"""Turn a :class:`DatasetConfig` into the examples a model is evaluated on.
+
+Loading needs only what the model takes (:class:`~suite.data.base.InputSpec`: modality, labels,
+input size), never the model itself.
 
 Sources: ``builtin:<name>``; ``hf:<hub name>`` through ``datasets.load_dataset``; and local
 csv/tsv/json/jsonl/parquet files or directories (a directory of such files split by file name,
@@ -14,12 +17,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite.data.base import EvalSet, Example
+from suite.data.base import EvalSet, Example, InputSpec
 from suite.data.builtin import RawSplit
 from suite.data.config import DatasetConfig
 from suite.data.registry import BUILTIN_DATASETS
 from suite.errors import DataError
-from suite.models.base import Classifier
 
 TEXT_COLUMNS = ("text", "sentence", "review", "content", "document", "tweet", "utterance", "question")
 IMAGE_COLUMNS = ("image", "img", "picture", "pixel_values")
@@ -37,8 +39,8 @@ def subsample_indices(size: int, n: int | None, seed: int) -> list[int]:
     return sorted(int(i) for i in np.random.default_rng(seed).permutation(size)[:n])
 
 
-def load_eval_set(config: DatasetConfig, model: Classifier, seed: int) -> EvalSet:
-    """Load, subsample and check the examples of ``config`` for ``model``."""
+def load_eval_set(config: DatasetConfig, model: InputSpec, seed: int) -> EvalSet:
+    """Load, subsample and check the examples of ``config`` for a model taking ``model``."""
     scheme, sep, name = config.spec.partition(":")
     if sep and scheme == "builtin":
         raw, size, columns = _load_builtin(name, config, seed)
@@ -52,7 +54,7 @@ def load_eval_set(config: DatasetConfig, model: Classifier, seed: int) -> EvalSe
             "hf:<hub name or local path>, or an existing local file/dir"
         )
     if raw.modality != model.modality:
-        raise DataError(f"dataset {config.spec!r} holds {raw.modality} but model {model.info.spec!r} takes {model.modality}")
+        raise DataError(f"dataset {config.spec!r} holds {raw.modality} but model {model.name!r} takes {model.modality}")
     examples = [Example(i, _conform(x, model), y) for i, x, y in zip(raw.ids, raw.inputs, raw.labels)]
     _check_labels(examples, model, config.spec)
     return EvalSet(
@@ -81,16 +83,16 @@ def _load_builtin(name: str, config: DatasetConfig, seed: int) -> tuple[RawSplit
     return subset, len(full.ids), {}
 
 
-def _check_labels(examples: Sequence[Example], model: Classifier, spec: str) -> None:
+def _check_labels(examples: Sequence[Example], model: InputSpec, spec: str) -> None:
     for example in examples:
         if not 0 <= example.label < model.num_classes:
             raise DataError(
                 f"label {example.label} of example {example.id!r} in {spec!r} is out of range for "
-                f"{model.info.spec!r}, which has {model.num_classes} classes ({', '.join(model.labels[:10])})"
+                f"{model.name!r}, which has {model.num_classes} classes ({', '.join(model.labels[:10])})"
             )
 
 
-def _conform(value: Any, model: Classifier) -> Any:
+def _conform(value: Any, model: InputSpec) -> Any:
     if model.modality == "text":
         return value
     return conform_image(value, model.input_size)
@@ -121,7 +123,7 @@ def conform_image(image: Any, input_size: tuple[int, int, int]) -> torch.Tensor:
     return image.clamp(0.0, 1.0).contiguous()
 
 
-def _load_hf(name: str, config: DatasetConfig, model: Classifier, seed: int) -> tuple[RawSplit, int, dict[str, str]]:
+def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> tuple[RawSplit, int, dict[str, str]]:
     import datasets
 
     dataset = _hf_split(name, config, datasets)
@@ -183,7 +185,7 @@ def _pick_column(given: str | None, candidates: Sequence[str], columns: Sequence
     )
 
 
-def _class_label_map(names: Sequence[str], model: Classifier) -> list[int]:
+def _class_label_map(names: Sequence[str], model: InputSpec) -> list[int]:
     """Dataset class index → model class index, when the dataset's class names say which.
 
     Names equal to a model label (case-insensitive) or numeric names (image folders named by
@@ -198,7 +200,7 @@ def _class_label_map(names: Sequence[str], model: Classifier) -> list[int]:
     return list(range(len(names)))
 
 
-def _label_index(value: Any, model: Classifier, column: str, name: str) -> int:
+def _label_index(value: Any, model: InputSpec, column: str, name: str) -> int:
     if isinstance(value, (bool, np.bool_)):
         return int(value)
     if isinstance(value, (int, np.integer)):

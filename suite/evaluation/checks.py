@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from suite.attacks import Attack
-from suite.attacks.losses import cross_entropy
 from suite.data.base import Example
+from suite.losses import cross_entropy
 from suite.models.base import Classifier
+
+if TYPE_CHECKING:
+    from suite.evaluation.prepare import PreparedTask
 
 logger = logging.getLogger(__name__)
 #: Examples used by the checks that run the model (enough to see a pattern, cheap to run).
@@ -62,21 +65,23 @@ def check_zero_gradients(model: Classifier, examples: Sequence[Example]) -> list
 def check_black_box(attacks: Mapping[str, Attack], metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Warn when a black-box attack beats every white-box one (AutoAttack's ``check_square_sr``).
 
-    A query-only attack should not beat attacks that see gradients; when it does, the gradients
-    are probably masked or obfuscated.
+    A query-only attack should not beat attacks that see gradients under the same threat; when
+    it does, the gradients are probably masked or obfuscated.
     """
-    white = {name: metrics[name]["robust_accuracy"] for name, attack in attacks.items()
-             if attack.modality == "image" and getattr(attack, "kind", "white-box") == "white-box"}
-    black = {name: metrics[name]["robust_accuracy"] for name, attack in attacks.items()
-             if getattr(attack, "kind", "white-box") == "black-box"}
-    if not white or not black:
-        return []
-    best_white = min(white.values())
-    return [
-        f"black-box attack {name!r} ({100 * value:.1f}% robust accuracy) beats every white-box attack "
-        f"(best {100 * best_white:.1f}%): gradients look masked; the white-box numbers overstate robustness"
-        for name, value in black.items() if value < best_white
-    ]
+    warnings = []
+    for threat in {attack.threat for attack in attacks.values()}:
+        same = {name: attack for name, attack in attacks.items() if attack.threat == threat and name in metrics}
+        white = {name: metrics[name]["robust_accuracy"] for name, attack in same.items() if attack.access == "white-box"}
+        black = {name: metrics[name]["robust_accuracy"] for name, attack in same.items() if attack.access == "black-box"}
+        if not white or not black:
+            continue
+        best_white = min(white.values())
+        warnings += [
+            f"black-box attack {name!r} ({100 * value:.1f}% robust accuracy) beats every white-box attack "
+            f"(best {100 * best_white:.1f}%): gradients look masked; the white-box numbers overstate robustness"
+            for name, value in black.items() if value < best_white
+        ]
+    return sorted(warnings)
 
 
 def check_reduction(model: Classifier, attacks: Mapping[str, Attack], examples: Sequence[Example], seed: int) -> list[str]:
@@ -91,21 +96,53 @@ def check_reduction(model: Classifier, attacks: Mapping[str, Attack], examples: 
     if not examples:
         return []
     batch = list(examples[:CHECK_EXAMPLES])
-    reducible = {name: attack for name, attack in attacks.items() if "reduction" in type(attack).model_fields}
+    reducible = {name: attack for name, attack in attacks.items() if attack.loss_reduction is not None}
     warnings = [
         f"attack {name!r} uses reduction 'mean', which is for studying the batch-size effect only; "
         "its results depend on the batch size"
-        for name, attack in reducible.items() if attack.reduction == "mean"
+        for name, attack in reducible.items() if attack.loss_reduction == "mean"
     ]
-    summed_attacks = [(name, attack) for name, attack in reducible.items() if attack.reduction == "sum"]
+    summed_attacks = [(name, attack) for name, attack in reducible.items() if attack.loss_reduction == "sum"]
     if summed_attacks:
         # One gradient attack is enough to see the scale of the model's gradients.
         name, attack = summed_attacks[0]
-        summed = attack.run(model, batch, seed)
-        meaned = attack.model_copy(update={"reduction": "mean"}).run(model, batch, seed)
-        differ = sum(a.success != b.success for a, b in zip(summed, meaned))
+        summed = _broken(model, batch, attack.run(model, batch, seed))
+        meaned = _broken(model, batch, attack.model_copy(update={"reduction": "mean"}).run(model, batch, seed))
+        differ = sum(a != b for a, b in zip(summed, meaned))
         if differ:
             warnings.append(f"attack {name!r}: sum- and mean-reduced losses decide {differ} of {len(batch)} examples "
                             f"differently at batch size {len(batch)}: gradients are near underflow "
                             f"(precision {attack.precision}); results would depend on the batch size with a mean loss")
     return warnings
+
+
+def _broken(model: Classifier, examples: Sequence[Example], outputs) -> list[bool]:
+    """Whether the served model misclassifies each adversarial input (the one scoring path)."""
+    from suite.evaluation.scoring import score_outputs
+
+    return [score["robust"] < 1.0 for score in score_outputs(model, examples, outputs)]
+
+
+def run_checks(prepared: PreparedTask) -> list[str]:
+    """Every check of this module on a finished task; the warnings are logged and returned."""
+    model, attacks = prepared.model, prepared.attacks
+    from suite.evaluation.scoring import clean_scores
+
+    examples = prepared.eval_set.examples[:CHECK_EXAMPLES]
+    correct = prepared.attacked()
+    metrics = {run.base: _robust_accuracy(prepared, run.key) for run in prepared.runs
+               if run.kind == "none" and run.attack.metric == "pointwise"}
+    warnings = [
+        *check_probabilities(clean_scores(model, examples).logits),
+        *check_zero_gradients(model, correct),
+        *check_black_box({name: attack for name, attack in attacks.items() if name in metrics}, metrics),
+        *check_reduction(model, attacks, correct, prepared.seed),
+    ]
+    for warning in warnings:
+        logger.warning("%s: %s", prepared.name, warning)
+    return warnings
+
+
+def _robust_accuracy(prepared: PreparedTask, key: str) -> dict[str, float]:
+    records = [prepared.store.get("attack", ex.id, key) for ex in prepared.attacked()]
+    return {"robust_accuracy": sum(record["robust"] for record in records) / len(prepared.eval_set.examples)}

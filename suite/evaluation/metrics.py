@@ -1,84 +1,102 @@
-"""Metrics over per-example records.
+"""Metrics over per-example records, all of them means of per-example correctness in [0, 1].
+
+Clean records hold ``correct``: 1 or 0 for a deterministic model, the exact expected accuracy
+for a randomized one. Attack records hold ``robust``: the served model's correctness on the
+adversarial input, capped by the clean correctness (the unperturbed input is always in the
+threat model). Examples with clean correctness 0 are not attacked and count 0.
+
+- robust accuracy: Σ robust / n;
+- success rate: the share of clean correctness the attack removed, Σ (correct − robust) / Σ correct
+  over the attacked examples (the fraction of attacked examples broken, for a deterministic model);
+- worst case: per example, the minimum over point-wise attacks; averaged over all examples.
 
 Clean accuracy goes through the ``evaluate`` library (a metric defined here, so nothing is
-fetched from the Hub). Robust accuracy counts an example as robust when it is classified
-correctly and the attack did not succeed; the worst case over attacks counts it robust only
-when no attack succeeded.
+fetched from the Hub).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import datasets
 import evaluate
 
+Records = Mapping[str, Mapping[str, Any]]
 
-class Accuracy(evaluate.Metric):
-    """Fraction of predictions equal to the references."""
+
+class ExpectedAccuracy(evaluate.Metric):
+    """Mean of per-example correctness in [0, 1] (plain accuracy for a deterministic model)."""
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
-            description="Fraction of predictions equal to the references, in [0, 1].",
+            description="Mean per-example correctness in [0, 1]: accuracy, or expected accuracy of a randomized model.",
             citation="",
-            inputs_description="predictions, references: class indices",
-            features=datasets.Features({"predictions": datasets.Value("int64"), "references": datasets.Value("int64")}),
+            inputs_description="correctness: one number in [0, 1] per example",
+            features=datasets.Features({"correctness": datasets.Value("float64")}),
         )
 
-    def _compute(self, predictions: Sequence[int], references: Sequence[int]) -> dict[str, float]:
-        if not references:
-            return {"accuracy": 0.0}
-        return {"accuracy": sum(int(p == r) for p, r in zip(predictions, references)) / len(references)}
+    def _compute(self, correctness: Sequence[float]) -> dict[str, float]:
+        return {"accuracy": sum(correctness) / len(correctness) if correctness else 0.0}
 
 
-def accuracy(predictions: Sequence[int], references: Sequence[int]) -> float:
-    """Accuracy through ``evaluate`` (in memory: no cache files)."""
-    if not references:
+def accuracy(correctness: Sequence[float]) -> float:
+    """Mean correctness through ``evaluate`` (in memory: no cache files)."""
+    if not correctness:
         return 0.0
-    return float(Accuracy(keep_in_memory=True).compute(predictions=list(predictions), references=list(references))["accuracy"])
+    metric = ExpectedAccuracy(keep_in_memory=True)
+    return float(metric.compute(correctness=[float(value) for value in correctness])["accuracy"])
 
 
-def attack_metrics(clean: Sequence[dict[str, Any]], attacked: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def attack_metrics(clean: Sequence[Mapping[str, Any]], attacked: Records) -> dict[str, Any]:
     """Robust accuracy, success rate, mean queries/perturbation and time for one attack.
 
     Args:
         clean: Clean records of every example, in evaluation order.
-        attacked: Attack records by example id (clean-correct examples only).
+        attacked: Attack records by example id (the examples with correctness > 0).
     """
     n = len(clean)
-    targets = [record for record in clean if record["correct"]]
+    targets = [record for record in clean if record["correct"] > 0]
     results = [attacked[record["id"]] for record in targets]
-    successes = sum(result["success"] for result in results)
+    removed = [record["correct"] - result["robust"] for record, result in zip(targets, results)]
+    mass, total_removed = sum(record["correct"] for record in targets), sum(removed)
     return {
-        "robust_accuracy": (len(targets) - successes) / n if n else 0.0,
-        "success_rate": successes / len(results) if results else 0.0,
+        "robust_accuracy": sum(result["robust"] for result in results) / n if n else 0.0,
+        "success_rate": total_removed / mass if mass else 0.0,
         "n_attacked": len(results),
         "mean_queries": sum(result["queries"] for result in results) / len(results) if results else 0.0,
+        # Weighted by the correctness each example lost: over the broken examples when deterministic.
         "mean_perturbation": (
-            sum(result["perturbation"] for result in results if result["success"]) / successes if successes else 0.0
+            sum(weight * result["perturbation"] for weight, result in zip(removed, results)) / total_removed
+            if total_removed else 0.0
         ),
         "seconds": sum(result["seconds"] for result in results),
     }
 
 
-def worst_case_robust_accuracy(clean: Sequence[dict[str, Any]], attacked: Sequence[dict[str, dict[str, Any]]]) -> float:
-    """Per example: robust only if correct and no attack succeeded; averaged over examples."""
+def _worst(record: Mapping[str, Any], attacked: Sequence[Records]) -> float:
+    """One example's correctness under the worst of ``attacked`` (its clean correctness if none)."""
+    if record["correct"] <= 0:
+        return 0.0
+    return min([record["correct"], *(by_id[record["id"]]["robust"] for by_id in attacked)])
+
+
+def worst_case_robust_accuracy(clean: Sequence[Mapping[str, Any]], attacked: Sequence[Records]) -> float:
+    """Per example, the minimum correctness over attacks; averaged over every example."""
     if not clean:
         return 0.0
-    robust = sum(
-        record["correct"] and not any(by_id[record["id"]]["success"] for by_id in attacked) for record in clean
-    )
-    return robust / len(clean)
+    return sum(_worst(record, attacked) for record in clean) / len(clean)
 
 
-def broken_only_by(clean: Sequence[dict[str, Any]], attacked: dict[str, dict[str, dict[str, Any]]]) -> dict[str, int]:
-    """Per attack, the examples it broke that no other attack broke (what the worst case owes it)."""
-    counts = dict.fromkeys(attacked, 0)
+def broken_only_by(clean: Sequence[Mapping[str, Any]], attacked: Mapping[str, Records]) -> dict[str, float]:
+    """Per attack, the correctness only it removed: how much the worst case (summed over examples)
+    would rise without it. For a deterministic model, the number of examples it alone broke."""
+    owed = dict.fromkeys(attacked, 0.0)
     for record in clean:
-        if not record["correct"]:
+        if record["correct"] <= 0:
             continue
-        breakers = [name for name, by_id in attacked.items() if by_id[record["id"]]["success"]]
-        if len(breakers) == 1:
-            counts[breakers[0]] += 1
-    return counts
+        worst = _worst(record, list(attacked.values()))
+        for name in attacked:
+            others = [by_id for other, by_id in attacked.items() if other != name]
+            owed[name] += _worst(record, others) - worst
+    return owed

@@ -275,7 +275,8 @@ def load_recipe(path: str | Path) -> Recipe:
 
 def parse_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
     """Validate a recipe mapping (and every attack's hyperparameters)."""
-    from suite.attacks import build_attack, format_validation_error
+    from suite.attacks import build_attack
+    from suite.errors import format_validation_error
 
     try:
         recipe = Recipe.model_validate(data)

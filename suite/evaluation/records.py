@@ -2,12 +2,15 @@
 
 Each line is one JSON object, either a clean result::
 
-    {"kind": "clean", "id": "s0001", "label": 0, "prediction": 0, "correct": true}
+    {"kind": "clean", "id": "s0001", "label": 0, "prediction": 0, "correct": 1.0}
 
 or an attack result::
 
-    {"kind": "attack", "attack": "pgd_linf", "id": "s0001", "success": true, "prediction": 3,
-     "perturbation": 0.1, "queries": 7, "seconds": 0.002, "adversarial": "..."}
+    {"kind": "attack", "attack": "pgd_linf", "id": "s0001", "robust": 0.0, "prediction": 3,
+     "confidence": 0.93, "perturbation": 0.1, "queries": 7, "seconds": 0.002, "adversarial": "..."}
+
+``correct`` and ``robust`` are correctness in [0, 1] (:mod:`suite.evaluation.scoring`).
+A store without a directory (the Python API without ``output``) keeps its records in memory.
 
 The run's identity lives in ``run.json`` beside it: a different configuration on the same
 directory is refused (unless overwritten), so records of different runs never mix.
@@ -45,22 +48,24 @@ class RecordStore:
     """The records of one task in one output directory.
 
     Args:
-        directory: Output directory (created by :meth:`open`).
+        directory: Output directory (created by :meth:`open`); ``None`` keeps records in memory.
         identity: What determines the results; must match an existing run's.
         processes: The launched processes; each appends to its own file when there are several.
     """
 
-    def __init__(self, directory: Path, identity: dict[str, Any], processes: Processes | None = None) -> None:
-        self.directory = Path(directory)
+    def __init__(self, directory: Path | None, identity: dict[str, Any], processes: Processes | None = None) -> None:
+        self.directory = None if directory is None else Path(directory)
         self.identity = identity
         self.processes = processes or Processes()
         name = f"records.rank{self.processes.rank}.jsonl" if self.processes.several else RECORDS_FILE
-        self.path = self.directory / name
+        self.path = None if self.directory is None else self.directory / name
         self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._unshared: list[dict[str, Any]] = []
 
     def check(self, overwrite: bool) -> None:
         """Refuse a directory holding a different run, before anything is written."""
+        if self.directory is None:
+            return
         run_file = self.directory / RUN_FILE
         if not run_file.exists():
             if self._files():
@@ -89,6 +94,9 @@ class RecordStore:
         files cut short by a kill) while the others wait; then every process loads every file.
         """
         processes = self.processes
+        if self.directory is None:
+            self.records = {}
+            return
         processes.barrier()  # nobody is still checking the directory the main process may clear
         if processes.is_main:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -117,11 +125,12 @@ class RecordStore:
         records = list(records)
         if not records:
             return
-        with open(self.path, "a", encoding="utf-8") as handle:
-            for record in records:
-                handle.write(json.dumps(record, sort_keys=True) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        if self.path is not None:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                for record in records:
+                    handle.write(json.dumps(record, sort_keys=True) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
         for record in records:
             self.records[record_key(record)] = record
         if self.processes.several:
@@ -140,6 +149,8 @@ class RecordStore:
         """Main process, at the end: write every record into ``records.jsonl`` (atomically), keys
         in ``order`` first (the order a one-process run appends them), then remove the
         per-process files. Nothing is lost if this is interrupted: a rerun reads all files."""
+        if self.directory is None:
+            return
         shards = sorted(self.directory.glob(SHARD_PATTERN))
         if not shards:
             return

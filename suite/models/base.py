@@ -5,7 +5,10 @@ Contract (see the design notes):
 - images enter as float tensors in [0, 1], shape N×C×H×W; the wrapper normalises;
 - texts enter as ``list[str]``; the wrapper tokenises;
 - :meth:`Classifier.logits` returns raw logits N×C (never probabilities) in eval mode, without
-  gradients unless ``grad=True`` is asked for.
+  gradients unless ``grad=True`` is asked for;
+- :meth:`Classifier.correctness` gives each example's correctness in [0, 1]: ``argmax == label``
+  for a deterministic model, the exact expectation over its randomness for a randomized one
+  (a randomized ensemble overrides it). Every accuracy the suite reports is a mean of these.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
+
+from suite.data.base import InputSpec
 
 Modality = Literal["text", "image"]
 
@@ -63,6 +68,11 @@ class Classifier(ABC):
         return len(self.labels)
 
     @property
+    def input_spec(self) -> InputSpec:
+        """What the model takes: what data loading conforms examples to."""
+        return InputSpec(self.modality, tuple(self.labels), self.input_size, self.info.spec)
+
+    @property
     @abstractmethod
     def device(self) -> torch.device:
         """Device the model runs on; image batches are moved there by :meth:`logits`."""
@@ -81,6 +91,28 @@ class Classifier(ABC):
         """
         with torch.set_grad_enabled(grad):
             return self._forward(batch).float()
+
+    def correctness(self, batch: Sequence[str] | torch.Tensor, labels: torch.Tensor, *,
+                    logits: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-example correctness in [0, 1], shape N (float32, on the CPU).
+
+        For a deterministic model, 1 where ``argmax logits == label`` and 0 elsewhere. A
+        randomized model overrides this with its exact expected accuracy per example.
+
+        Args:
+            batch: Inputs, as for :meth:`logits`.
+            labels: Class index per example.
+            logits: This batch's logits when the caller has them already (saves a forward pass;
+                a randomized model ignores them).
+        """
+        logits = self.logits(batch) if logits is None else logits
+        return (logits.argmax(dim=1).cpu() == labels.cpu()).float()
+
+    def embedding_logits(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Text models: token ids, the input embeddings as a leaf that requires grad, and the
+        logits computed from them (under ``torch.enable_grad``). Gradient-ranked text attacks
+        use it; views such as a temperature pass it through, so attacks never unwrap a model."""
+        raise TypeError(f"{self.info.name} has no input embeddings to take gradients through")
 
     def predict(self, batch: Sequence[str] | torch.Tensor, batch_size: int = 64) -> torch.Tensor:
         """Predicted class ids for a batch of any size, computed in chunks."""

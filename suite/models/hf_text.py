@@ -48,6 +48,14 @@ class HFTextClassifier(TorchClassifier):
         )
         return {key: value.to(self.device) for key, value in encoded.items()}
 
+    def embedding_logits(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        encoded = self.tokenize(texts)
+        embeddings = self.module.get_input_embeddings()(encoded["input_ids"]).detach().requires_grad_(True)
+        rest = {key: value for key, value in encoded.items() if key != "input_ids"}
+        with torch.enable_grad():
+            logits = self.module(inputs_embeds=embeddings, **rest).logits.float()
+        return encoded["input_ids"], embeddings, logits
+
     def _forward(self, batch: Sequence[str]) -> torch.Tensor:
         if isinstance(batch, str):
             raise TypeError("text models take a list of strings, not a single string")

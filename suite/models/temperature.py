@@ -43,6 +43,14 @@ class TemperatureScaled(Classifier):
     def _forward(self, batch: Any) -> torch.Tensor:
         return self.base._forward(batch) / self.temperature
 
+    def correctness(self, batch: Any, labels: torch.Tensor, *, logits: torch.Tensor | None = None) -> torch.Tensor:
+        # Dividing by T > 0 changes no decision: the base model's correctness is this model's.
+        return self.base.correctness(batch, labels, logits=logits)
+
+    def embedding_logits(self, texts: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        ids, embeddings, logits = self.base.embedding_logits(texts)
+        return ids, embeddings, logits / self.temperature
+
     def __getattr__(self, name: str) -> Any:
         # Model-specific helpers (a text model's ``tokenize``) pass through to the base.
         if name == "base":

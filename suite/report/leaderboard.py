@@ -2,8 +2,11 @@
 ``leaderboard/leaderboard.json`` and rendered by the static ``leaderboard/index.html``.
 
 One entry per (task, threat model, model, revision), where a task is a dataset split and a
-threat model is a norm and its budget ε (``linf`` at ε = 0.03 and at ε = 0.1 are two entries;
-text attacks are ``word-level``). A model served at a design temperature is its own model
+threat model is the typed threat of the point-wise attacks (:class:`suite.threat.Threat`): a norm
+and its budget ε (``linf`` at ε = 0.03 and at ε = 0.1 are two entries), or a text edit level
+(``word-level``, ``character-level``). Distributional attacks never enter an entry's robust
+accuracy. Results files of schema version 1 are read through
+:func:`suite.report.results.upgrade`. A model served at a design temperature is its own model
 (``builtin:sentiment-tiny@T=0.005``). Numbers are JSON numbers, never strings (RobustBench's
 ``model_info`` files store "89.69"); accuracies are fractions in [0, 1].
 
@@ -50,7 +53,7 @@ class Entry(_Strict):
     """One (task, threat model, model, revision) row of the leaderboard."""
 
     task: str = Field(description="dataset and split, e.g. builtin:digits/test")
-    threat_model: str = Field(description="linf, l2, word-level...")
+    threat_model: str = Field(description="linf, l2, word-level, character-level...")
     eps: float | None = Field(ge=0, description="perturbation budget of the threat model (None for word-level)")
     norm: str | None = Field(description="norm of the ε-ball (None for word-level)")
     model: str = Field(description="model display name (a design temperature makes a distinct model)")
@@ -101,12 +104,12 @@ def entries_from_results(results: Any) -> list[Entry]:
                             findings=[str(item.get("message", item)) for item in results.illusion.findings])
     entries = []
     for group in results.threat_models.values():
-        norm = group.threat_model if group.eps is not None else None
+        threat = group.threat
         entries.append(Entry(
             task=f"{results.dataset.spec}/{results.dataset.split}",
-            threat_model=group.threat_model,
-            eps=group.eps,
-            norm=norm,
+            threat_model=threat.norm if threat.level is None else f"{threat.level}-level",
+            eps=threat.eps,
+            norm=threat.norm,
             model=results.model.name,
             model_spec=results.model.spec,
             revision=results.model.revision,
@@ -129,8 +132,9 @@ def entries_from_results(results: Any) -> list[Entry]:
 
 
 def read_results(path: Path) -> Any:
-    """A results.json, validated (one-line error naming the file and the first problem)."""
-    from suite.report.results import Results
+    """A results.json (schema version 1 or 2), validated (one-line error naming the file and the
+    first problem); version 1 is upgraded to version 2."""
+    from suite.report.results import Results, upgrade
 
     try:
         data = json.loads(Path(path).read_text())
@@ -139,7 +143,7 @@ def read_results(path: Path) -> Any:
     except json.JSONDecodeError as error:
         raise ConfigError(f"{str(path)!r} is not JSON ({error.msg}, line {error.lineno})") from error
     try:
-        return Results.model_validate(data)
+        return Results.model_validate(upgrade(data))
     except ValidationError as error:
         raise ConfigError(f"{str(path)!r} is not a valid advsuite results file: {_describe(error)}") from error
 

@@ -1,10 +1,19 @@
-"""The declared results schema and its writer.
+"""The declared results schema (version 2), its writer, and the upgrade of version 1 files.
 
 ``results.json`` holds one model on one dataset: clean accuracy, per-attack metrics with their
-budgets (one entry per attack and adversary temperature), the worst case over attacks per
-example (and which attack alone broke what), clean calibration, the adversary temperatures and
-the illusion-of-robustness flag, the sanity-check warnings, the resolved configuration and
-full provenance. Accuracies are fractions in [0, 1], stored as numbers.
+typed threat, access and budgets (one entry per point-wise attack and adversary temperature),
+the worst case over point-wise attacks per example (and what each attack alone removed),
+distributional attacks in their own section, certificates (empty until the certify command
+fills them), clean calibration, the adversary temperatures and the illusion-of-robustness flag,
+the sanity-check warnings, the resolved configuration and full provenance. Accuracies are
+means of per-example correctness in [0, 1], stored as numbers.
+
+Version 2 (this schema) differs from version 1 in: records hold ``correct`` and ``robust`` in
+[0, 1] instead of booleans; every attack entry carries ``threat`` (norm and ε, text level,
+Wasserstein order and budget), ``access`` and ``metric`` instead of a ``threat_model`` string;
+``broken_only_by`` holds the worst-case accuracy mass (in examples) each attack alone removed;
+``distributional`` and ``certificates`` are new. :func:`upgrade` reads a version 1 file into
+version 2 (the leaderboard still accepts them).
 """
 
 from __future__ import annotations
@@ -21,8 +30,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from suite.paths import atomic_write_text
+from suite.threat import Access, Metric, Threat
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 Fraction = Field(ge=0.0, le=1.0)
 TRACKED_PACKAGES = ("torch", "transformers", "timm", "textattack", "datasets", "evaluate", "accelerate", "numpy")
 
@@ -48,7 +58,11 @@ class DatasetEntry(_Strict):
 
 
 class AttackEntry(_Strict):
-    threat_model: str
+    """One point-wise attack (under one adversary temperature)."""
+
+    threat: Threat
+    access: Access
+    metric: Metric = "pointwise"
     params: dict[str, Any]
     budget: dict[str, Any]
     robust_accuracy: float = Fraction
@@ -65,9 +79,27 @@ class AttackEntry(_Strict):
     adversary_temperature: float = Field(1.0, gt=0)
 
 
+class DistributionalEntry(_Strict):
+    """One distributional attack: its aggregate over all examples, never in the worst case."""
+
+    threat: Threat
+    access: Access
+    metric: Metric = "distributional"
+    params: dict[str, Any]
+    budget: dict[str, Any]
+    #: Accuracy of the model on the adversarial distribution (the attack's aggregate).
+    accuracy: float = Fraction
+    n_attacked: int = Field(ge=0)
+    mean_queries: float = Field(ge=0)
+    seconds: float = Field(ge=0)
+    #: Everything else the attack's aggregate returned (allocations, budget spent...).
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
 class ThreatModelEntry(_Strict):
-    threat_model: str
-    eps: float | None
+    """The point-wise attacks of one threat (same norm and ε, or same text level)."""
+
+    threat: Threat
     attacks: list[str]
     worst_case_robust_accuracy: float = Fraction
 
@@ -100,13 +132,21 @@ class Results(_Strict):
     dataset: DatasetEntry
     seed: int
     clean_accuracy: float = Fraction
+    #: Point-wise attacks (each example in its own ball), keyed by label (and ``@cal``/``@opt``).
     attacks: dict[str, AttackEntry]
+    #: Per example, the minimum over point-wise attacks (and the clean correctness); averaged.
     worst_case_robust_accuracy: float = Fraction
-    #: Attacks grouped by threat model (norm and ε; text: word-level) with the worst case within
-    #: each group, keyed ``linf eps=0.03`` / ``word-level`` (what a leaderboard entry reports).
+    #: Point-wise attacks grouped by threat (:attr:`Threat.label`: ``linf eps=0.03``,
+    #: ``character-level``...) with the worst case within each group: what a leaderboard entry
+    #: reports.
     threat_models: dict[str, ThreatModelEntry] = Field(default_factory=dict)
-    #: Per attack, the examples only it broke (the worst case would lose them without it).
-    broken_only_by: dict[str, int]
+    #: Distributional attacks (WDA++...): their own metric, never in the worst case above.
+    distributional: dict[str, DistributionalEntry] = Field(default_factory=dict)
+    #: Certified bounds (filled by the certify command).
+    certificates: dict[str, Any] = Field(default_factory=dict)
+    #: Per attack, the worst-case accuracy mass (in examples) only it removed: how many examples
+    #: the worst case would lose without it (exactly that count for a deterministic model).
+    broken_only_by: dict[str, float]
     #: Batch size the run used (results do not depend on it; the mini-batch study reads it).
     batch_size: int = Field(ge=1)
     clean_seconds: float = Field(ge=0)
@@ -164,9 +204,48 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def write_results(path: Path, results: dict[str, Any]) -> Results:
-    """Validate ``results`` against the schema and write it atomically."""
-    validated = Results.model_validate(results)
-    atomic_write_text(Path(path), json.dumps(validated.model_dump(mode="json"), indent=2) + "\n")
-    return validated
+def write_results(path: Path, results: Results) -> Results:
+    """Write validated ``results`` atomically."""
+    atomic_write_text(Path(path), json.dumps(results.model_dump(mode="json"), indent=2) + "\n")
+    return results
+
+
+def upgrade(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 ``results.json`` (as parsed JSON) in the version 2 layout; others unchanged.
+
+    Version 1 recorded threats as strings (``linf``, ``l2``, ``word-level``, ``word-level
+    (transfer)``) and did not record access; they are read as the typed threat they name (text:
+    ``word``, as version 1 called every text attack) and the access of the attack that wrote them
+    (``square`` black-box; text attacks black-box; transfer; the rest white-box). Its numbers
+    are kept as they are.
+    """
+    if not isinstance(data, dict) or data.get("schema_version") != 1:
+        return data
+    data = dict(data, schema_version=SCHEMA_VERSION, distributional={}, certificates={})
+    attacks = {}
+    for key, entry in (data.get("attacks") or {}).items():
+        if not isinstance(entry, dict):
+            return data  # not a version 1 file after all: validation reports it
+        entry = dict(entry)
+        name = str(entry.pop("threat_model", ""))
+        base = entry.get("base_attack") or key
+        eps = (entry.get("params") or {}).get("eps")
+        if name.startswith("word-level"):
+            entry["threat"] = {"level": "word"}
+            entry["access"] = "transfer" if "transfer" in name else "black-box"
+        else:
+            entry["threat"] = {"norm": name, "eps": eps}
+            entry["access"] = "black-box" if base == "square" else "white-box"
+        attacks[key] = entry
+    data["attacks"] = attacks
+    groups = {}
+    for key, group in (data.get("threat_models") or {}).items():
+        if not isinstance(group, dict):
+            return data
+        group = dict(group)
+        name, eps = group.pop("threat_model", ""), group.pop("eps", None)
+        group["threat"] = {"level": "word"} if str(name).startswith("word-level") else {"norm": name, "eps": eps}
+        groups[key] = group
+    data["threat_models"] = groups
+    return data
 

@@ -31,6 +31,12 @@ def image_path(directory: Path, attack: str, example_id: str) -> Path:
     return Path(directory) / SAMPLES_DIR / _safe(attack) / f"{_safe(example_id)}.png"
 
 
+def save_adversarial(directory: Path, attack: str, example_id: str, adversarial) -> None:
+    """Save an adversarial image where :func:`write_samples` points to it (texts live in records)."""
+    if not isinstance(adversarial, str) and adversarial is not None:
+        save_image(adversarial, image_path(directory, attack, example_id))
+
+
 def save_image(tensor, path: Path) -> None:
     """Save a C×H×W image in [0, 1] as an 8-bit PNG (grey or RGB)."""
     import torch
@@ -63,7 +69,8 @@ def write_samples(directory: Path, title: str, labels: Sequence[str], examples: 
     lines = [f"# Samples: {title}", "", f"{len(examples)} examples; attacks: {', '.join(attacks) or 'none'}.", ""]
     for example in examples:
         record = clean[example.id]
-        mark = "correct" if record["correct"] else "WRONG, not attacked"
+        mark = ("correct" if record["correct"] >= 1 else f"correct with probability {record['correct']:.3g}"
+                if record["correct"] > 0 else "WRONG, not attacked")
         lines += [f"## {example.id}: label {name(example.label)}, clean prediction {name(record['prediction'])} ({mark})", ""]
         is_text = isinstance(example.input, str)
         if is_text:
@@ -77,7 +84,8 @@ def write_samples(directory: Path, title: str, labels: Sequence[str], examples: 
             if result is None:
                 continue
             confidence = f", confidence {result['confidence']:.3f}" if "confidence" in result else ""
-            outcome = "broken" if result["success"] else "held"
+            broken = result["robust"] < record["correct"]
+            outcome = ("broken" if result["robust"] == 0 else f"robust {result['robust']:.3g}") if broken else "held"
             lines.append(f"- **{key}**: {outcome}; prediction {name(result['prediction'])}{confidence}; "
                          f"{result['queries']} queries")
             if is_text:
@@ -85,7 +93,7 @@ def write_samples(directory: Path, title: str, labels: Sequence[str], examples: 
                 if adversarial != example.input:
                     changes = ", ".join(changed_words(example.input, adversarial))
                     # A failed search still reports its last candidate: worth seeing, marked as such.
-                    lines += [f"  > {adversarial}" if result["success"] else f"  > (last try) {adversarial}",
+                    lines += [f"  > {adversarial}" if broken else f"  > (last try) {adversarial}",
                               f"  changed: {changes}"]
             else:
                 png = image_path(directory, key, example.id)

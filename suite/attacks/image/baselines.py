@@ -47,8 +47,8 @@ import torch
 from pydantic import Field, model_validator
 from torch import nn
 
-from suite.attacks.base import Attack, AttackOutput, register_attack
-from suite.attacks.image.gradient import batch_outputs, with_default_eps
+from suite.attacks.base import Attack, AttackOutput, Threat, register_attack
+from suite.attacks.image.driver import image_outputs, with_default_eps
 from suite.attacks.image.norms import NORMS
 from suite.data.base import Example
 from suite.errors import ConfigError, ResourceMissingError
@@ -95,8 +95,6 @@ class TorchattacksAttack(Attack):
     """Shared driver for the torchattacks baselines (L∞ or L2, pixels in [0, 1])."""
 
     modality: ClassVar[str] = "image"
-    #: ``white-box`` or ``black-box``; the sanity checks compare the two kinds.
-    kind: ClassVar[str] = "white-box"
 
     norm: Literal["linf", "l2"] = "linf"
     eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
@@ -107,8 +105,8 @@ class TorchattacksAttack(Attack):
         return with_default_eps(data)
 
     @property
-    def threat_model(self) -> str:
-        return self.norm
+    def threat(self) -> Threat:
+        return Threat(norm=self.norm, eps=self.eps)
 
     @property
     def torchattacks_norm(self) -> str:
@@ -121,6 +119,14 @@ class TorchattacksAttack(Attack):
         pass
 
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
+        return self._attack(model, examples, seed)[0]
+
+    def _attack(self, model: Classifier, examples: Sequence[Example], seed: int) -> tuple[list[AttackOutput], torch.Tensor]:
+        """The outputs, and the model's predictions on them (AutoAttack passes on what is unbroken).
+
+        The attack checks its final inputs once (one query): torchattacks' verdict may not survive
+        the exact projection onto the ε-ball below.
+        """
         torchattacks = import_torchattacks()
         start = time.perf_counter()
         num_classes = len(model.labels)
@@ -136,7 +142,8 @@ class TorchattacksAttack(Attack):
         delta = NORMS[self.norm].project(adversarial - x, self.eps)
         adversarial = (x + delta).clamp(0.0, 1.0)
         predictions = model.logits(adversarial).argmax(dim=1)
-        return batch_outputs(NORMS[self.norm], x, y, adversarial, predictions, module.queries + 1, time.perf_counter() - start)
+        outputs = image_outputs(NORMS[self.norm], x, adversarial, module.queries + 1, time.perf_counter() - start)
+        return outputs, predictions
 
 
 def _need_four_classes(name: str, num_classes: int) -> None:
@@ -214,7 +221,7 @@ class Square(TorchattacksAttack):
     Defaults as in AutoAttack: 5000 queries, p_init 0.8, margin loss, no rescaled schedule.
     """
 
-    kind: ClassVar[str] = "black-box"
+    access: ClassVar[str] = "black-box"
 
     queries: int = Field(5000, ge=1)
     p_init: float = Field(0.8, gt=0, le=1)
@@ -268,6 +275,7 @@ class AutoAttack(TorchattacksAttack):
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
         start = time.perf_counter()
         self._check_classes(len(model.labels))
+        labels = [example.label for example in examples]
         outputs: list[AttackOutput | None] = [None] * len(examples)
         queries = [0] * len(examples)
         remaining = list(range(len(examples)))
@@ -275,18 +283,15 @@ class AutoAttack(TorchattacksAttack):
             if not remaining:
                 break
             # Components draw from their own (seed, component name, ids) streams.
-            found = component.run(model, [examples[i] for i in remaining], seed)
+            found, predictions = component._attack(model, [examples[i] for i in remaining], seed)
             still = []
-            for index, output in zip(remaining, found):
+            for index, output, prediction in zip(remaining, found, predictions.tolist()):
                 queries[index] += output.queries
-                if output.success or outputs[index] is None:
+                broken = prediction != labels[index]
+                if broken or outputs[index] is None:
                     outputs[index] = output
-                if not output.success:
+                if not broken:
                     still.append(index)
             remaining = still
         seconds = (time.perf_counter() - start) / len(examples)
-        return [
-            AttackOutput(out.success, out.prediction, out.perturbation, count, seconds, out.adversarial)
-            for out, count in zip(outputs, queries)
-        ]
-
+        return [AttackOutput(out.adversarial, out.perturbation, count, seconds) for out, count in zip(outputs, queries)]

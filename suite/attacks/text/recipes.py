@@ -24,13 +24,12 @@ from typing import Any, ClassVar
 
 from pydantic import Field, PrivateAttr
 
-from suite.attacks.base import Attack, AttackOutput, register_attack
+from suite.attacks.base import Attack, AttackOutput, Threat, TextLevel, register_attack
 from suite.attacks.text.offline import import_textattack
 from suite.attacks.text.resources import NLTK, Resource, require
 from suite.attacks.text.wrapper import make_wrapper
 from suite.data.base import Example
 from suite.models.base import Classifier
-from suite.models.temperature import TemperatureScaled
 from suite.seeding import example_seed, global_rng_seeded
 
 
@@ -46,23 +45,27 @@ MINILM = Resource("hub", SENTENCE_ENCODER, "torch sentence encoder replacing USE
 class TextAttackRecipe(Attack):
     """Run one TextAttack recipe on a batch of examples.
 
-    The model an attack receives may be a temperature-scaled view of the served model (the
-    adversary temperature of :mod:`suite.calibration`); the TextAttack objects are built once
-    per underlying model and the wrapper's temperature is set for each run.
+    TextAttack's objects are built once per attack, around one wrapper; each run points the
+    wrapper at the model view it is given (the served model, or an adversary-temperature view of
+    it: the attack cannot tell). TextAttack's goal functions query scores only: the access is
+    black-box.
     """
 
     modality: ClassVar[str] = "text"
+    access: ClassVar[str] = "black-box"
+    #: What an edit changes: whole words (``word``) or characters inside words (``character``).
+    level: ClassVar[TextLevel] = "word"
     #: What the recipe needs on disk (checked before it is built).
     resources: ClassVar[tuple[Resource, ...]] = (STOPWORDS,)
     query_budget: int | None = Field(None, gt=0)
     model_batch_size: int = Field(32, gt=0)
-    # (model, wrapper, TextAttack Attack) per served model: built once, reused by every batch
-    # (recipes such as PWWS load WordNet when built). Holding the model keeps its id unique.
-    _built: dict[int, tuple[Any, Any, Any]] = PrivateAttr(default_factory=dict)
+    # (wrapper, TextAttack Attack): built on first use, reused by every batch and model view
+    # (recipes such as PWWS load WordNet when built).
+    _built: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property
-    def threat_model(self) -> str:
-        return "word-level"
+    def threat(self) -> Threat:
+        return Threat(level=self.level)
 
     def build(self, wrapper: Any) -> Any:
         """Build TextAttack's ``Attack`` object for ``wrapper``."""
@@ -76,20 +79,16 @@ class TextAttackRecipe(Attack):
         return {"query_budget": self.query_budget}
 
     def _attack_for(self, model: Classifier) -> tuple[Any, Any]:
-        served, temperature = model, 1.0
-        while isinstance(served, TemperatureScaled) and getattr(served, "adversary", False):
-            temperature *= served.temperature
-            served = served.base
-        if id(served) not in self._built:
+        if not self._built:
             self.check_resources()
             import_textattack()
-            wrapper = make_wrapper(served, self.model_batch_size)
+            wrapper = make_wrapper(model, self.model_batch_size)
             attack = self.build(wrapper)
             if self.query_budget is not None:
                 attack.goal_function.query_budget = self.query_budget
-            self._built[id(served)] = (served, wrapper, attack)
-        _, wrapper, attack = self._built[id(served)]
-        wrapper.temperature = temperature
+            self._built.update(wrapper=wrapper, attack=attack)
+        wrapper, attack = self._built["wrapper"], self._built["attack"]
+        wrapper.model = model
         return wrapper, attack
 
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
@@ -105,18 +104,14 @@ class TextAttackRecipe(Attack):
             changed = len(original.all_words_diff(adversarial)) if adversarial.words else 0
             outputs.append(
                 AttackOutput(
-                    # Misclassified, not TextAttack's "successful": input reduction succeeds by
-                    # keeping the prediction.
-                    success=int(result.perturbed_result.output) != example.label,
-                    prediction=int(result.perturbed_result.output),
+                    adversarial=adversarial.text,
                     perturbation=changed / max(1, len(original.words)),
                     queries=wrapper.queries - queries_before,
                     seconds=time.perf_counter() - start,
-                    adversarial=adversarial.text,
                 )
             )
             # TextAttack caches model outputs per text; clear it so no example's search depends
-            # on which examples came before it (or in its batch).
+            # on which examples came before it (or in its batch), or on another model view.
             attack.clear_cache()
         return outputs
 
@@ -129,6 +124,8 @@ class DeepWordBug(TextAttackRecipe):
     substitution, deletion and insertion, Levenshtein distance ≤ 30, untargeted. Needs only the
     NLTK stopwords (shipped with the suite).
     """
+
+    level: ClassVar[TextLevel] = "character"
 
     def build(self, wrapper: Any) -> Any:
         from textattack.attack_recipes import DeepWordBugGao2018
@@ -225,6 +222,8 @@ class TextBugger(TextAttackRecipe):
     runs without it.
     """
 
+    level: ClassVar[TextLevel] = "mixed"  # character bugs and word swaps
+
     resources: ClassVar[tuple[Resource, ...]] = (
         STOPWORDS, PARAGRAMCF, USE,
         Resource("file", "shared/intentional_homoglyphs.txt", "homoglyph swaps",
@@ -246,6 +245,8 @@ class TextBuggerMiniLM(TextAttackRecipe):
     neighbour swap and embedding swaps; (2) the USE constraint (cosine ≥ 0.8) uses
     ``all-MiniLM-L6-v2`` (see ``textfooler_minilm``).
     """
+
+    level: ClassVar[TextLevel] = "mixed"  # character bugs and word swaps
 
     resources: ClassVar[tuple[Resource, ...]] = (STOPWORDS, PARAGRAMCF, MINILM)
 
@@ -282,6 +283,8 @@ class Pruthi(TextAttackRecipe):
 
     TextAttack's ``Pruthi2019``; needs only the NLTK stopwords.
     """
+
+    level: ClassVar[TextLevel] = "character"
 
     def build(self, wrapper: Any) -> Any:
         from textattack.attack_recipes import Pruthi2019

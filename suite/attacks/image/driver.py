@@ -1,0 +1,271 @@
+"""The shared driver of the suite's own first-order image attacks (one file per family beside it:
+:mod:`.fgm`, :mod:`.pgd`, :mod:`.beta`).
+
+Inputs are [0, 1] pixels, N×C×H×W; ε is measured in those units. Per-example objectives come
+from :mod:`suite.losses` and are reduced by SUM, so an example's gradient does not depend on the
+batch it is in. All randomness of an example comes from ``(seed, attack name, example id)``.
+
+Deviations from the papers, all standard practice and all in the attacker's favour: an example
+stops as soon as one of its iterates is misclassified, and that iterate is kept (the papers run
+every step and return the last one); otherwise the iterate with the highest objective is kept
+("best iterate"); with ``restarts > 1`` only examples still correctly classified are restarted.
+Under ``precision: fp16|bf16`` the search runs under autocast. The attack returns its kept
+iterate and no verdict: the evaluation layer scores it on the served model in float32, so
+success is never decided in low precision.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import torch
+from pydantic import Field
+
+from suite.attacks.base import Attack, AttackOutput, Threat
+from suite.attacks.image.norms import Linf
+from suite.data.base import Example
+from suite.losses import LossName, Reduction, objective, reduce_loss
+from suite.models.base import Classifier
+from suite.seeding import example_generator
+
+Precision = Literal["fp32", "fp16", "bf16"]
+_AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+#: Default ε per threat model when an attack is given none.
+DEFAULT_EPS = {"linf": 8 / 255, "l2": 0.5}
+
+
+def with_default_eps(data: Any) -> Any:
+    """Raw attack parameters with ``eps`` defaulted from their ``norm`` (for attacks with a
+    ``norm`` parameter; used as a pydantic ``mode="before"`` validator)."""
+    if isinstance(data, dict) and "eps" not in data:
+        norm = data.get("norm", data.get("norm_name", "linf"))
+        if norm in DEFAULT_EPS:
+            return {**data, "eps": DEFAULT_EPS[norm]}
+    return data
+
+
+def autocast(device: torch.device, precision: Precision):
+    """Autocast context for ``precision`` (``fp32`` runs without autocast)."""
+    if precision == "fp32":
+        return nullcontext()
+    return torch.autocast(device_type=device.type, dtype=_AUTOCAST_DTYPES[precision])
+
+
+def image_outputs(geometry: type, x: torch.Tensor, adversarial: torch.Tensor, queries: torch.Tensor,
+                  seconds: float) -> list[AttackOutput]:
+    """One :class:`AttackOutput` per example of an image batch (wall time shared evenly)."""
+    sizes = geometry.measure(adversarial - x)
+    return [
+        AttackOutput(adversarial=adv.detach().cpu(), perturbation=float(size), queries=int(count),
+                     seconds=seconds / len(x))
+        for size, count, adv in zip(sizes, queries, adversarial)
+    ]
+
+
+@dataclass
+class Search:
+    """The result of optimising R rows: the kept iterate of each row and what it scored."""
+
+    best: torch.Tensor
+    predictions: torch.Tensor
+    values: torch.Tensor
+    success: torch.Tensor
+    queries: torch.Tensor
+
+
+class GradientAttack(Attack):
+    """Shared driver: batch the examples, run :meth:`_perturb`, return the kept iterates.
+
+    Fields shared by every gradient attack:
+        eps: Radius of the threat model's ball, in [0, 1] pixel units.
+        precision: ``fp32`` (default), or ``fp16`` / ``bf16`` autocast for the search.
+        reduction: ``sum`` (default). ``mean`` exists only for the mini-batch study.
+    """
+
+    modality: ClassVar[str] = "image"
+    norm: ClassVar[type] = Linf
+
+    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+    precision: Precision = "fp32"
+    reduction: Reduction = "sum"
+
+    @property
+    def geometry(self) -> type:
+        return self.norm
+
+    @property
+    def threat(self) -> Threat:
+        return Threat(norm=self.geometry.name, eps=self.eps)
+
+    @property
+    def loss_reduction(self) -> str:
+        return self.reduction
+
+    def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
+        start = time.perf_counter()
+        x = torch.stack([example.input for example in examples]).to(model.device, torch.float32)
+        y = torch.tensor([example.label for example in examples], device=model.device)
+        generators = [example_generator(seed, self.name, example.id) for example in examples]
+        adversarial, queries = self._perturb(model, x, y, generators)
+        return image_outputs(self.geometry, x, adversarial, queries, time.perf_counter() - start)
+
+    def _perturb(
+        self, model: Classifier, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Adversarial inputs and queries per example."""
+        raise NotImplementedError
+
+    # -- the shared search loop -------------------------------------------------------------
+
+    def _project(self, point: torch.Tensor, origin: torch.Tensor) -> torch.Tensor:
+        """Closest point of the ε-ball around ``origin`` ∩ [0, 1]^d (L∞ exactly; L2 the standard
+        ball-then-box approximation)."""
+        return (origin + self.geometry.project(point - origin, self.eps)).clamp(0.0, 1.0)
+
+    def _search(
+        self,
+        model: Classifier,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        start: torch.Tensor,
+        steps: int,
+        update: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+        loss: LossName,
+        targets: torch.Tensor | None = None,
+        groups: torch.Tensor | None = None,
+        batch_rows: int | None = None,
+    ) -> Search:
+        """Maximise ``loss`` for R rows from ``start`` with ``steps`` calls of ``update``.
+
+        Args:
+            x, y, start: Origins, labels and starting points of the R rows.
+            update: ``update(rows, points, gradients)`` returns the next (projected) points of
+                ``rows``.
+            targets: Target class per row for targeted objectives.
+            groups: Example index per row; all rows of an example stop as soon as one of them
+                is misclassified. Defaults to one example per row.
+            batch_rows: N for ``reduction: mean`` (the rows of the whole attack batch).
+        """
+        rows_total = len(x)
+        groups = torch.arange(rows_total, device=x.device) if groups is None else groups
+        done = torch.zeros(int(groups.max()) + 1 if rows_total else 0, dtype=torch.bool, device=x.device)
+        current = start.clone()
+        best = start.clone()
+        values = torch.full((rows_total,), float("-inf"), device=x.device)
+        predictions = y.clone()
+        success = torch.zeros(rows_total, dtype=torch.bool, device=x.device)
+        queries = torch.zeros(rows_total, dtype=torch.long, device=x.device)
+        for step in range(steps + 1):
+            live = (~done[groups]).nonzero().squeeze(1)
+            if len(live) == 0:
+                break
+            grad_needed = step < steps
+            inputs = current[live].requires_grad_(grad_needed)
+            with autocast(model.device, self.precision):
+                logits = model.logits(inputs, grad=grad_needed)
+            queries[live] += 1
+            value = objective(loss, logits, y[live], None if targets is None else targets[live])
+            predicted = logits.detach().argmax(dim=1)
+            hit = predicted != y[live]
+            keep = hit | (value.detach() > values[live])
+            kept = live[keep]
+            best[kept] = inputs.detach()[keep]
+            values[kept] = value.detach()[keep]
+            predictions[kept] = predicted[keep]
+            success[live[hit]] = True
+            done[groups[live[hit]]] = True
+            if not grad_needed:
+                break
+            (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, batch_rows or rows_total), inputs)
+            moving = ~done[groups[live]]
+            rows = live[moving]
+            if len(rows):
+                current[rows] = update(rows, inputs.detach()[moving], grad[moving])
+        return Search(best, predictions, values, success, queries)
+
+    def _restarts(
+        self,
+        model: Classifier,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        generators: list[torch.Generator],
+        *,
+        steps: int,
+        restarts: int,
+        loss: LossName,
+        make_update: Callable[[torch.Tensor, torch.Tensor], Callable],
+        targets: torch.Tensor | None = None,
+        random_start: bool = True,
+        queries_spent: int = 0,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run :meth:`_search` from up to ``restarts`` starts; only unbroken examples restart.
+
+        Args:
+            make_update: ``make_update(origins, starts)`` builds the update rule of one restart.
+            targets: N×K target classes (K rows per example), or ``None`` (one untargeted row).
+            queries_spent: Queries already spent per example (a clean pass ranking targets).
+
+        Returns:
+            The kept iterate of every example and its queries.
+        """
+        n = len(x)
+        per = 1 if targets is None else targets.shape[1]
+        adversarial, predictions = x.clone(), y.clone()
+        values = torch.full((n,), float("-inf"), device=x.device)
+        queries = torch.full((n,), queries_spent, dtype=torch.long, device=x.device)
+        for restart in range(restarts):
+            todo = (predictions == y).nonzero().squeeze(1)
+            if len(todo) == 0 or (restart > 0 and not random_start):
+                break
+            rows = todo.repeat_interleave(per)
+            origin = x[rows]
+            if random_start:
+                noise = torch.stack([self.geometry.random_start(x.shape[1:], self.eps, generators[i]) for i in rows.tolist()])
+                start = (origin + noise.to(x.device)).clamp(0.0, 1.0)
+            else:
+                start = origin
+            search = self._search(
+                model, origin, y[rows], start, steps, make_update(origin, start), loss,
+                targets=None if targets is None else targets[todo].reshape(-1),
+                groups=torch.arange(len(todo), device=x.device).repeat_interleave(per),
+                batch_rows=n * per,
+            )
+            found, predicted, value, hit, spent = select_rows(search, len(todo))
+            better = hit | (value > values[todo])
+            kept = todo[better]
+            adversarial[kept], predictions[kept], values[kept] = found[better], predicted[better], value[better]
+            queries[todo] += spent
+        return adversarial, queries
+
+    def _ascent(self, x: torch.Tensor, alpha: float) -> Callable:
+        """Steepest-ascent update (sign for L∞, normalised gradient for L2) of size ``alpha``."""
+
+        def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+            return self._project(points + self.geometry.step(grad, alpha), x[rows])
+
+        return update
+
+
+def top_targets(model: Classifier, x: torch.Tensor, y: torch.Tensor, k: int | None) -> torch.Tensor:
+    """The k most likely wrong classes of each example (clean logits), N×k, most likely first."""
+    logits = model.logits(x)
+    classes = logits.shape[1]
+    k = classes - 1 if k is None else min(k, classes - 1)
+    order = logits.scatter(1, y.view(-1, 1), float("-inf")).argsort(dim=1, descending=True)
+    return order[:, :k]
+
+
+def select_rows(search: Search, examples: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per example, keep its first successful row, else the row with the highest objective.
+
+    Rows are laid out example-major (example i owns rows i·K … i·K+K−1).
+    """
+    per = len(search.values) // examples
+    score = torch.where(search.success, torch.full_like(search.values, float("inf")), search.values).view(examples, per)
+    chosen = score.argmax(dim=1) + torch.arange(examples, device=score.device) * per
+    queries = search.queries.view(examples, per).sum(dim=1)
+    return search.best[chosen], search.predictions[chosen], search.values[chosen], search.success[chosen], queries

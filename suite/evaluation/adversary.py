@@ -1,0 +1,110 @@
+"""Adversary temperatures: the illusion-of-robustness machinery of a task.
+
+"Extreme Confidence and the Illusion of Robustness in Adversarial Training": an aware adversary
+searches on ``served logits / T_a`` (a :class:`TemperatureScaled` view; attacks cannot tell), and
+what it finds is scored on the served model. ``cal`` fits T_a by NLL (eq. 9), ``opt`` searches
+the T_a minimising Q(T), the attack's adversarial accuracy on labelled examples (eq. 10–11);
+see :mod:`suite.calibration.temperature`.
+
+Every process computes the same fit from the same logits, and an ``opt`` search sums Q(T)'s
+robust mass over the processes, so all follow the same Brent path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from suite.attacks import Attack
+from suite.calibration import fit_nll_temperature, optimise_temperature
+from suite.data.base import Example
+from suite.evaluation.prepare import AttackRun, PreparedTask
+from suite.evaluation.scoring import CleanScores, score_output
+from suite.models import Classifier
+from suite.models.temperature import TemperatureScaled
+
+logger = logging.getLogger(__name__)
+
+
+def adversary_view(model: Classifier, temperature: float) -> Classifier:
+    """What an attack searches on for adversary temperature ``temperature`` (the model at 1)."""
+    return model if temperature == 1.0 else TemperatureScaled(model, temperature, adversary=True)
+
+
+def temperature_of(adversary: dict[str, Any], run: AttackRun) -> float:
+    """The adversary temperature ``run`` searches at."""
+    if run.kind == "cal":
+        return adversary["cal"]["temperature"]
+    if run.kind == "opt":
+        return adversary["opt"][run.base]["temperature"]
+    return 1.0
+
+
+def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None) -> dict[str, Any]:
+    """Fit T_cal and search T_opt (per attack, or once for ``opt_attack``); reuse recorded searches.
+
+    Args:
+        prepared: The task.
+        fit: Served logits and correctness of ``prepared.fit_set`` (``None`` without cal/opt).
+    """
+    config, fit_set = prepared.adversary, prepared.fit_set
+    info: dict[str, Any] = {"kinds": list(config.kinds), "split": config.split, "n": None, "cal": None, "opt": {}}
+    if fit_set is None or fit is None:
+        return info
+    info["n"] = len(fit_set)
+    labels = [ex.label for ex in fit_set.examples]
+    if "cal" in config.kinds:
+        result = fit_nll_temperature(fit.logits, labels, bounds=config.bounds)
+        info["cal"] = {"temperature": result.temperature, "nll": result.nll, "nll_at_1": result.nll_at_1,
+                       "evaluations": result.evaluations, "at_bound": result.at_bound}
+        if result.at_bound:
+            logger.warning("%s: the NLL-optimal temperature sits at a search bound (%g); every fitting example may be "
+                           "classified correctly", prepared.name, result.temperature)
+    if "opt" in config.kinds:
+        pool = list(zip(fit_set.examples, fit.correct.tolist()))[: config.opt_n]
+        # T_cal first: on a tie (Q is a step function) opt keeps the calibrated temperature.
+        initial = ([info["cal"]["temperature"]] if info["cal"] else []) + [1.0]
+        searches: dict[str, dict[str, Any]] = {}
+        for run in prepared.runs:
+            if run.kind != "opt":
+                continue
+            key, attack = prepared.opt_attack or (run.base, run.attack)
+            if key not in searches:
+                searches[key] = _opt_search(prepared, key, attack, pool, initial)
+            info["opt"][run.base] = {**searches[key], "attack": key}
+    return info
+
+
+def _opt_search(prepared: PreparedTask, key: str, attack: Attack, pool: Sequence[tuple[Example, float]],
+                initial: list[float]) -> dict[str, Any]:
+    """Brent search of T minimising Q(T) (adversarial accuracy on ``pool``); recorded for resume."""
+    store, config = prepared.store, prepared.adversary
+    fields = ("temperature", "q", "evaluations", "attack_runs", "n")
+    recorded = store.get("adversary", "opt", key)
+    if recorded is not None:
+        return {name: recorded[name] for name in fields}
+    targets = [(ex, correct) for ex, correct in pool if correct > 0]
+    processes = store.processes
+
+    def adversarial_accuracy(temperature: float) -> float:
+        view = adversary_view(prepared.model, temperature)
+        robust = 0.0
+        shard = processes.shard(targets)
+        for start in range(0, len(shard), prepared.batch_size):
+            batch = shard[start : start + prepared.batch_size]
+            outputs = attack.run(view, [ex for ex, _ in batch], prepared.seed)
+            robust += sum(score_output(prepared.model, ex, out, correct)["robust"]
+                          for (ex, correct), out in zip(batch, outputs))
+        # Every process gets the same total, so all follow the same Brent path.
+        q = processes.sum(robust) / len(pool)
+        logger.info("%s: opt %s: T=%.4g Q=%.3f", prepared.name, key, temperature, q)
+        return q
+
+    search = optimise_temperature(adversarial_accuracy, bounds=config.bounds, maxiter=config.maxiter, initial=initial)
+    record = {"kind": "adversary", "id": "opt", "attack": key, "temperature": search.temperature, "q": search.q,
+              "evaluations": [list(pair) for pair in search.evaluations], "attack_runs": search.attack_runs,
+              "n": len(pool)}
+    if processes.is_main:
+        store.append([record])
+    return {name: record[name] for name in fields}

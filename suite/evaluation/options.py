@@ -1,0 +1,45 @@
+"""How a run is carried out, as one frozen object (not flags passed six levels deep)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Options shared by every task of a run.
+
+    Attributes:
+        seed: Run seed: subsamples and every attack's per-example randomness derive from it.
+        batch_size: Examples per attack batch, for tasks that do not set their own (results do
+            not depend on it).
+        output: Output directory; ``None`` keeps records in memory and writes no files (the
+            Python API without ``output``).
+        subdirs: One sub-directory per task (``output/<task name>``), as recipes write.
+        overwrite: Replace a different run found in an output directory.
+        log_samples: Also write ``samples.md`` (and adversarial images) per task.
+        command: The command line recorded in provenance (default: this process's).
+    """
+
+    seed: int = 0
+    batch_size: int = 32
+    output: Path | None = None
+    subdirs: bool = False
+    overwrite: bool = False
+    log_samples: bool = False
+    command: str | None = None
+
+    def directory_for(self, task_name: str) -> Path | None:
+        """Where a task writes (``None``: in memory)."""
+        if self.output is None:
+            return None
+        return Path(self.output) / task_name if self.subdirs else Path(self.output)
+
+    @property
+    def command_line(self) -> str:
+        if self.command is not None:
+            return self.command
+        return " ".join(shlex.quote(part) for part in ["advsuite", *sys.argv[1:]])

@@ -1,0 +1,148 @@
+"""Preparation: everything that can be wrong with a task is found here, before any file is written.
+
+:func:`prepare` builds the attacks (a bad name or hyperparameter fails before any model loads),
+the model, the examples and the adversary's fitting examples, checks that attacks and model
+agree and that every resource is on disk, and refuses an output directory that holds another
+run. Reusable by anything that runs a task (``evaluate``, ``run``, the Python API, and the
+certify command to come).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from suite.attacks import Attack, build_attack
+from suite.data.base import EvalSet, Example
+from suite.data.load import load_eval_set
+from suite.errors import ConfigError, ResourceMissingError
+from suite.evaluation import distributed
+from suite.evaluation.options import RunOptions
+from suite.evaluation.recipe import (
+    DEFAULT_ATTACKS,
+    DEFAULT_TEXT_ADVERSARY,
+    NO_ADVERSARY,
+    AdversaryConfig,
+    AttackConfig,
+    TaskConfig,
+)
+from suite.evaluation.records import RecordStore
+from suite.models import Classifier, load_model
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AttackRun:
+    """One attack under one adversary: what a results entry and its records are keyed by."""
+
+    key: str
+    base: str
+    kind: str
+    attack: Attack
+
+
+@dataclass
+class PreparedTask:
+    """A task whose inputs are all validated and loaded; nothing written yet."""
+
+    config: TaskConfig
+    options: RunOptions
+    model: Classifier
+    eval_set: EvalSet
+    attacks: dict[str, Attack]
+    store: RecordStore
+    adversary: AdversaryConfig = NO_ADVERSARY
+    #: Labelled examples the adversary temperatures are fitted on (``None``: no cal/opt).
+    fit_set: EvalSet | None = None
+    opt_attack: tuple[str, Attack] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def seed(self) -> int:
+        return self.options.seed
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.batch_size or self.options.batch_size
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def attacked(self) -> list[Example]:
+        """The examples every attack runs on: clean correctness above 0 (once the clean pass has
+        recorded it), in evaluation order."""
+        return [ex for ex in self.eval_set.examples if self.store.get("clean", ex.id)["correct"] > 0]
+
+    @property
+    def runs(self) -> list[AttackRun]:
+        """Every (attack, adversary) pair the task runs, in results order."""
+        return [
+            AttackRun(AdversaryConfig.key(key, kind), key, kind, attack)
+            for key, attack in self.attacks.items()
+            for kind in self.adversary.kinds
+            if kind == "none" or attack.searches_on_model
+        ]
+
+
+def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None = None,
+            eval_set: EvalSet | None = None) -> PreparedTask:
+    """Build attacks, model and examples, and check the output dir, without writing anything.
+
+    Args:
+        task: What to run.
+        options: Seed, batch size, output and the rest (:class:`RunOptions`).
+        model: A classifier already in memory (the Python API); else ``task.model`` is loaded.
+        eval_set: Examples already in memory; else ``task.dataset`` is loaded for the model.
+    """
+    # Attacks first: a bad name or hyperparameter fails before any model is loaded.
+    attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
+    model = model if model is not None else load_model(task.model)
+    if not attacks:
+        task = task.model_copy(update={"attacks": tuple(AttackConfig(name=n) for n in DEFAULT_ATTACKS[model.modality])})
+        attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
+    for name, attack in attacks.items():
+        if attack.modality != model.modality:
+            raise ConfigError(f"attack {name!r} works on {attack.modality} but model {model.info.name!r} takes {model.modality}")
+    adversary = task.adversary or (DEFAULT_TEXT_ADVERSARY if model.modality == "text" else NO_ADVERSARY)
+    if model.modality != "text" and adversary.kinds != ("none",):
+        raise ConfigError("adversary temperatures (cal, opt) apply to text attacks; image attacks here have "
+                          "temperature-free losses (margin, DLR): use beta or apgd_t")
+    notes = _check_resources(task, attacks)
+    opt_attack = None
+    if "opt" in adversary.kinds and adversary.opt_attack is not None:
+        opt_attack = (adversary.opt_attack.key, build_attack(adversary.opt_attack.name, adversary.opt_attack.params))
+        _check_resources(task.model_copy(update={"attacks": (adversary.opt_attack,)}), dict([opt_attack]))
+    if eval_set is None:
+        eval_set = load_eval_set(task.dataset, model.input_spec, options.seed)
+    if not eval_set.examples:
+        raise ConfigError(f"dataset {task.dataset.spec!r} split {task.dataset.split!r} has no examples")
+    fit_set = None
+    if {"cal", "opt"} & set(adversary.kinds):
+        if adversary.split is None:
+            fit_set = eval_set
+        else:
+            fit_config = task.dataset.model_copy(update={"split": adversary.split, "n": adversary.n})
+            fit_set = load_eval_set(fit_config, model.input_spec, options.seed)
+    store = RecordStore(options.directory_for(task.name), task.identity(options.seed), distributed.current())
+    store.check(options.overwrite)
+    return PreparedTask(task, options, model, eval_set, attacks, store, adversary, fit_set, opt_attack, notes)
+
+
+def _check_resources(task: TaskConfig, attacks: dict[str, Attack]) -> list[str]:
+    """Fail on a missing resource, or drop an ``optional`` attack with a note (returned)."""
+    notes = []
+    for config in task.attacks:
+        if config.key not in attacks:
+            continue
+        try:
+            attacks[config.key].check_resources()
+        except ResourceMissingError as error:
+            if not config.optional:
+                raise
+            notes.append(f"skipped attack {config.key!r}: {error}")
+            logger.warning("%s: %s", task.name, notes[-1])
+            del attacks[config.key]
+    return notes

@@ -1,0 +1,108 @@
+"""The one scoring path: every input is judged by the served model, the same way for every modality.
+
+- Clean inputs are scored in fixed chunks of :data:`SCORE_CHUNK` examples in evaluation order, so
+  their logits (which calibration and the adversary temperatures also use) never depend on the
+  batch size or on the number of processes: every process computes the same numbers.
+- An attack's adversarial inputs are scored one example per forward pass, so the verdict on an
+  example never depends on which other examples shared its batch, or on the resume point.
+
+A score is the model's correctness in [0, 1] (:meth:`Classifier.correctness`), the class its
+logits favour, and its confidence (the largest softmax probability, in float64). An attack's
+``robust`` value is capped by the example's clean correctness: the unperturbed input is always in
+the threat model, so no attack makes an example more correct than it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from suite.attacks.base import AttackOutput
+from suite.data.base import Example
+from suite.models.base import Classifier
+
+#: Rows per forward pass of the clean scoring (fixed, so results never depend on the task's
+#: batch size).
+SCORE_CHUNK = 64
+
+
+@dataclass(frozen=True)
+class CleanScores:
+    """Served logits and correctness of a list of examples, in their order."""
+
+    logits: torch.Tensor
+    correct: torch.Tensor
+
+
+def stack(model: Classifier, inputs: Sequence[Any]) -> Any:
+    """One model batch from per-example inputs (a list of texts, or an N×C×H×W tensor)."""
+    return list(inputs) if model.modality == "text" else torch.stack(list(inputs))
+
+
+def clean_scores(model: Classifier, examples: Sequence[Example]) -> CleanScores:
+    """Logits and correctness of ``examples`` in fixed chunks of :data:`SCORE_CHUNK`."""
+    logits, correct = [], []
+    for start in range(0, len(examples), SCORE_CHUNK):
+        chunk = examples[start : start + SCORE_CHUNK]
+        batch = stack(model, [example.input for example in chunk])
+        labels = torch.tensor([example.label for example in chunk])
+        chunk_logits = model.logits(batch)
+        correct.append(model.correctness(batch, labels, logits=chunk_logits))
+        logits.append(chunk_logits.cpu())
+    if not logits:
+        return CleanScores(torch.empty(0, model.num_classes), torch.empty(0))
+    return CleanScores(torch.cat(logits), torch.cat(correct))
+
+
+def clean_record(example: Example, logits: torch.Tensor, correct: float) -> dict[str, Any]:
+    return {"kind": "clean", "id": example.id, "label": example.label, "prediction": int(logits.argmax()),
+            "correct": float(correct)}
+
+
+def score_output(model: Classifier, example: Example, output: AttackOutput, clean_correct: float) -> dict[str, Any]:
+    """The scored part of an attack record: ``robust``, ``prediction`` and ``confidence``."""
+    adversarial = example.input if output.adversarial is None else output.adversarial
+    batch = stack(model, [adversarial])
+    logits = model.logits(batch)
+    correct = float(model.correctness(batch, torch.tensor([example.label]), logits=logits)[0])
+    served = logits[0].double()
+    return {
+        "robust": min(correct, clean_correct),
+        "prediction": int(served.argmax()),
+        "confidence": float(torch.softmax(served, dim=0).max()),
+    }
+
+
+def score_outputs(model: Classifier, examples: Sequence[Example], outputs: Sequence[AttackOutput]) -> list[dict[str, Any]]:
+    """:func:`score_output` for a batch of correctly classified examples (``robust`` 0 = broken)."""
+    return [score_output(model, example, output, 1.0) for example, output in zip(examples, outputs)]
+
+
+def attack_record(key: str, model: Classifier, example: Example, output: AttackOutput, clean_correct: float,
+                  temperature: float = 1.0) -> dict[str, Any]:
+    """The record of one attacked example, scored on the served ``model``.
+
+    Args:
+        key: The attack's key in results (``pgd_linf``, ``pwws@cal``...).
+        model: The served model (never the adversary's view).
+        temperature: The adversary temperature the search ran at (recorded when not 1).
+    """
+    record = {
+        "kind": "attack",
+        "attack": key,
+        "id": example.id,
+        **score_output(model, example, output, clean_correct),
+        "perturbation": float(output.perturbation),
+        "queries": int(output.queries),
+        "seconds": float(output.seconds),
+    }
+    if temperature != 1.0:
+        record["temperature"] = temperature
+    if isinstance(output.adversarial, str):
+        record["adversarial"] = output.adversarial
+    if output.extras:
+        record["extras"] = dict(output.extras)
+    return record

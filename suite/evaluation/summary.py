@@ -1,0 +1,123 @@
+"""The summary of a finished task: typed :class:`~suite.report.results.Results` from its records.
+
+Point-wise attacks give one entry each (per adversary temperature) and enter the per-example
+worst case, overall and within their threat (:attr:`Threat.label`). Distributional attacks
+compute their own metric over all examples (:meth:`Attack.aggregate`, after the gather) and are
+reported in ``distributional`` only.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from suite import __version__
+from suite.calibration import calibration_metrics
+from suite.evaluation.adversary import temperature_of
+from suite.evaluation.illusion import illusion_findings
+from suite.evaluation.metrics import accuracy, attack_metrics, broken_only_by, worst_case_robust_accuracy
+from suite.evaluation.prepare import PreparedTask
+from suite.evaluation.scoring import CleanScores
+from suite.report.results import (
+    SCHEMA_VERSION,
+    AttackEntry,
+    DatasetEntry,
+    DistributionalEntry,
+    ModelEntry,
+    Provenance,
+    Results,
+    ThreatModelEntry,
+    now,
+    provenance,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, Any], warnings: list[str],
+              clean_seconds: float, compute_seconds: float) -> Results:
+    """The results of ``prepared`` from its records (all processes' records gathered)."""
+    store, eval_set, task = prepared.store, prepared.eval_set, prepared.config
+    clean_records = [store.get("clean", ex.id) for ex in eval_set.examples]
+    attacked = prepared.attacked()
+    by_run = {run.key: {ex.id: store.get("attack", ex.id, run.key) for ex in attacked} for run in prepared.runs}
+    pointwise = [run for run in prepared.runs if run.attack.metric == "pointwise"]
+    num_classes = prepared.model.num_classes
+    attacks = {}
+    for run in pointwise:
+        records = by_run[run.key]
+        confidences = [record["confidence"] for record in records.values() if "confidence" in record]
+        attacks[run.key] = AttackEntry(
+            threat=run.attack.threat, access=run.attack.access, params=run.attack.params(),
+            budget=run.attack.budget(num_classes), **attack_metrics(clean_records, records),
+            mean_confidence=sum(confidences) / len(confidences) if confidences else None,
+            adversary=run.kind, base_attack=run.base, adversary_temperature=temperature_of(adversary, run),
+        )
+    distributional = {
+        run.key: _distributional_entry(run, clean_records, [by_run[run.key][ex.id] for ex in attacked], num_classes)
+        for run in prepared.runs if run.attack.metric == "distributional"
+    }
+    illusion = illusion_findings(attacks, prepared.adversary.threshold)
+    for finding in illusion.findings:
+        logger.warning("%s: illusion of robustness: %s", prepared.name, finding["message"])
+    info = prepared.model.info
+    return Results(
+        schema_version=SCHEMA_VERSION,
+        suite_version=__version__,
+        created=now(),
+        task=task.name,
+        model=ModelEntry(spec=info.spec, name=info.name, revision=info.revision, temperature=info.temperature),
+        dataset=DatasetEntry(spec=eval_set.spec, split=eval_set.split, n=len(eval_set), size=eval_set.size,
+                             fingerprint=eval_set.fingerprint, columns=dict(eval_set.columns)),
+        seed=prepared.seed,
+        clean_accuracy=accuracy([record["correct"] for record in clean_records]),
+        attacks=attacks,
+        worst_case_robust_accuracy=worst_case_robust_accuracy(clean_records, [by_run[run.key] for run in pointwise]),
+        threat_models=_threat_models(prepared, clean_records, by_run),
+        distributional=distributional,
+        certificates={},
+        broken_only_by=broken_only_by(clean_records, {run.key: by_run[run.key] for run in pointwise}),
+        batch_size=prepared.batch_size,
+        clean_seconds=clean_seconds,
+        compute_seconds=compute_seconds,
+        warnings=warnings,
+        calibration=calibration_metrics(clean.logits, [ex.label for ex in eval_set.examples]),
+        adversary=adversary,
+        illusion=illusion,
+        config=task.model_dump(mode="json"),
+        config_hash=task.fingerprint(prepared.seed),
+        provenance=Provenance(**provenance(device=str(prepared.model.device), num_processes=store.processes.world,
+                                           command=prepared.options.command_line)),
+    )
+
+
+def _threat_models(prepared: PreparedTask, clean: list[dict[str, Any]],
+                   by_run: dict[str, dict[str, dict[str, Any]]]) -> dict[str, ThreatModelEntry]:
+    """Point-wise attacks grouped by threat, with the worst case within each group (what a
+    leaderboard entry reports). A transfer attack belongs to its inner attack's threat."""
+    groups: dict[str, list[str]] = {}
+    threats = {}
+    for run in prepared.runs:
+        if run.attack.metric != "pointwise":
+            continue
+        threat = run.attack.threat
+        groups.setdefault(threat.label, []).append(run.key)
+        threats[threat.label] = threat
+    return {
+        label: ThreatModelEntry(threat=threats[label], attacks=keys,
+                                worst_case_robust_accuracy=worst_case_robust_accuracy(clean, [by_run[k] for k in keys]))
+        for label, keys in groups.items()
+    }
+
+
+def _distributional_entry(run, clean: list[dict[str, Any]], records: list[dict[str, Any]],
+                          num_classes: int) -> DistributionalEntry:
+    """A distributional attack's entry: its aggregate over every example (it may raise)."""
+    details = dict(run.attack.aggregate(clean, records))
+    return DistributionalEntry(
+        threat=run.attack.threat, access=run.attack.access, params=run.attack.params(),
+        budget=run.attack.budget(num_classes), accuracy=float(details.pop("accuracy")), n_attacked=len(records),
+        mean_queries=sum(record["queries"] for record in records) / len(records) if records else 0.0,
+        seconds=sum(record["seconds"] for record in records), details=details,
+    )
+
