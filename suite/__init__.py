@@ -1,3 +1,39 @@
-"""advsuite: adversarial robustness evaluation with no illusions."""
+"""advsuite: adversarial robustness evaluation with no illusions.
+
+The Python API (imported on first use, so ``import suite`` stays light)::
+
+    import suite
+
+    results = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=["pgd_linf"], eps=0.03, n=100)
+    print(results.clean_accuracy, results.worst_case_robust_accuracy)
+
+See :func:`suite.evaluation.api.evaluate` for every form ``model`` and ``dataset`` may take.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from suite.errors import SuiteError
+    from suite.evaluation.api import evaluate
+    from suite.evaluation.options import RunOptions
+    from suite.report.results import Results
+
+_LAZY = {
+    "evaluate": "suite.evaluation.api",
+    "RunOptions": "suite.evaluation.options",
+    "Results": "suite.report.results",
+    "SuiteError": "suite.errors",
+}
+__all__ = ["Results", "RunOptions", "SuiteError", "__version__", "evaluate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'suite' has no attribute {name!r}")

@@ -35,7 +35,7 @@ def test_evaluate_text_model_with_deepwordbug(tmp_path, capsys):
     assert advsuite("evaluate", "--model", "builtin:sentiment-tiny", "--dataset", "builtin:sentiment",
                     "--attacks", "deepwordbug", "--n", "20", "--output", str(out)) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["schema_version"] == 1 and results["seed"] == 0
+    assert results["schema_version"] == 2 and results["seed"] == 0
     assert results["model"] == {"spec": "builtin:sentiment-tiny", "name": "builtin:sentiment-tiny",
                                 "revision": SENTIMENT_VERSION, "temperature": 1.0}
     assert results["dataset"]["spec"] == "builtin:sentiment" and results["dataset"]["n"] == 20
@@ -193,6 +193,7 @@ def test_demo_prints_both_models_and_publishes_them(tmp_path, capsys):
         results = json.loads((tmp_path / "demo" / task / "results.json").read_text())
         assert 0 <= results["worst_case_robust_accuracy"] <= results["clean_accuracy"] <= 1
     entries = json.loads(board.read_text())["entries"]
-    assert {(e["model"], e["threat_model"]) for e in entries} == {("builtin:sentiment-tiny", "word-level"),
+    # DeepWordBug edits characters inside words: its threat is character-level.
+    assert {(e["model"], e["threat_model"]) for e in entries} == {("builtin:sentiment-tiny", "character-level"),
                                                                  ("builtin:digits-cnn", "linf")}
     assert (board.parent / "index.html").is_file()

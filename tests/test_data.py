@@ -40,15 +40,15 @@ def test_subsample_is_seeded_nested_and_sorted():
 
 
 def test_builtin_eval_set_ids_are_stable(sentiment_model):
-    a = load_eval_set(DatasetConfig(spec="builtin:sentiment", n=10), sentiment_model, seed=0)
-    b = load_eval_set(DatasetConfig(spec="builtin:sentiment", n=30), sentiment_model, seed=0)
+    a = load_eval_set(DatasetConfig(spec="builtin:sentiment", n=10), sentiment_model.input_spec, seed=0)
+    b = load_eval_set(DatasetConfig(spec="builtin:sentiment", n=30), sentiment_model.input_spec, seed=0)
     assert len(a) == 10 and set(a.ids) <= set(b.ids) and a.size == 120
 
 
 def test_local_csv_with_auto_detected_columns(tmp_path, sentiment_model):
     path = tmp_path / "reviews.csv"
     path.write_text("review,sentiment,extra\nGreat film!,positive,x\nAwful food.,negative,y\nLoved it.,1,z\n")
-    eval_set = load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model, seed=0)
+    eval_set = load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model.input_spec, seed=0)
     assert [ex.input for ex in eval_set.examples] == ["Great film!", "Awful food.", "Loved it."]
     assert [ex.label for ex in eval_set.examples] == [1, 0, 1]  # names mapped to the model's labels
     assert eval_set.columns == {"text": "review", "label": "sentiment"}
@@ -58,7 +58,7 @@ def test_local_csv_with_auto_detected_columns(tmp_path, sentiment_model):
 def test_local_dir_split_by_file_name(tmp_path, sentiment_model):
     (tmp_path / "train.csv").write_text("text,label\na,0\nb,1\n")
     (tmp_path / "test.csv").write_text("text,label\nGood.,1\nBad.,0\nFine.,1\n")
-    eval_set = load_eval_set(DatasetConfig(spec=str(tmp_path), split="test", n=2), sentiment_model, seed=0)
+    eval_set = load_eval_set(DatasetConfig(spec=str(tmp_path), split="test", n=2), sentiment_model.input_spec, seed=0)
     assert len(eval_set) == 2 and eval_set.size == 3
 
 
@@ -66,29 +66,29 @@ def test_missing_column_lists_the_columns(tmp_path, sentiment_model):
     path = tmp_path / "data.csv"
     path.write_text("body,label\nhello,0\n")
     with pytest.raises(DataError, match="cannot find the text column.*columns are: body, label.*--text-column"):
-        load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model, seed=0)
+        load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model.input_spec, seed=0)
     with pytest.raises(DataError, match="has no column 'txt'; columns are: body, label"):
-        load_eval_set(DatasetConfig(spec=f"hf:{path}", text_column="txt"), sentiment_model, seed=0)
+        load_eval_set(DatasetConfig(spec=f"hf:{path}", text_column="txt"), sentiment_model.input_spec, seed=0)
 
 
 def test_label_out_of_range_is_refused(tmp_path, sentiment_model):
     path = tmp_path / "data.jsonl"
     path.write_text('{"text": "ok", "label": 0}\n{"text": "odd", "label": 5}\n')
     with pytest.raises(DataError, match="label 5 .* out of range .* 2 classes"):
-        load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model, seed=0)
+        load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model.input_spec, seed=0)
 
 
 def test_unreadable_and_unknown_datasets(tmp_path, sentiment_model, digits_model):
     bad = tmp_path / "notes.txt"
     bad.write_text("x")
     with pytest.raises(DataError, match="unsupported file type"):
-        load_eval_set(DatasetConfig(spec=f"hf:{bad}"), sentiment_model, seed=0)
+        load_eval_set(DatasetConfig(spec=f"hf:{bad}"), sentiment_model.input_spec, seed=0)
     with pytest.raises(DataError, match="unknown dataset 'nothing-here'"):
-        load_eval_set(DatasetConfig(spec="nothing-here"), sentiment_model, seed=0)
+        load_eval_set(DatasetConfig(spec="nothing-here"), sentiment_model.input_spec, seed=0)
     with pytest.raises(DataError, match="holds text but model 'builtin:digits-cnn' takes image"):
-        load_eval_set(DatasetConfig(spec="builtin:sentiment"), digits_model, seed=0)
+        load_eval_set(DatasetConfig(spec="builtin:sentiment"), digits_model.input_spec, seed=0)
     with pytest.raises(DataError, match="cannot load dataset 'no-such/dataset-xyz'"):
-        load_eval_set(DatasetConfig(spec="hf:no-such/dataset-xyz"), sentiment_model, seed=0)
+        load_eval_set(DatasetConfig(spec="hf:no-such/dataset-xyz"), sentiment_model.input_spec, seed=0)
 
 
 def test_image_folder_is_resized_to_the_model_input(tmp_path, digits_model):
@@ -97,7 +97,7 @@ def test_image_folder_is_resized_to_the_model_input(tmp_path, digits_model):
     for label in ("0", "1"):
         (tmp_path / "test" / label).mkdir(parents=True)
         Image.new("RGB", (40, 50), color=(255, 255, 255) if label == "1" else (0, 0, 0)).save(tmp_path / "test" / label / "a.png")
-    eval_set = load_eval_set(DatasetConfig(spec=str(tmp_path), split="test"), digits_model, seed=0)
+    eval_set = load_eval_set(DatasetConfig(spec=str(tmp_path), split="test"), digits_model.input_spec, seed=0)
     images = torch.stack([ex.input for ex in eval_set.examples])
     assert images.shape == (2, 1, 32, 32) and images.min() >= 0 and images.max() <= 1
     assert sorted(ex.label for ex in eval_set.examples) == [0, 1]
@@ -110,5 +110,5 @@ def test_class_label_names_map_to_model_labels(tmp_path, digits_model):
     for label in ("3", "7"):
         (tmp_path / "test" / label).mkdir(parents=True)
         Image.new("L", (8, 8), color=128).save(tmp_path / "test" / label / "x.png")
-    eval_set = load_eval_set(DatasetConfig(spec=str(tmp_path), split="test"), digits_model, seed=0)
+    eval_set = load_eval_set(DatasetConfig(spec=str(tmp_path), split="test"), digits_model.input_spec, seed=0)
     assert sorted(ex.label for ex in eval_set.examples) == [3, 7]

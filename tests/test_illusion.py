@@ -18,7 +18,9 @@ from suite.calibration import calibration_metrics, fit_nll_temperature, optimise
 from suite.data.builtin import sentiment
 from suite.errors import ResourceMissingError
 from suite.evaluation.recipe import parse_recipe
-from suite.evaluation.runner import execute, prepare
+from suite.evaluation.options import RunOptions
+from suite.evaluation.prepare import prepare
+from suite.evaluation.runner import execute
 from suite.models.temperature import TemperatureScaled
 
 UPCONF, DOWNCONF = 0.005, 2e6
@@ -47,7 +49,7 @@ def advsuite(*args: str) -> int:
 
 
 def _run(tmp_path: Path, name: str, batch_size: int = 32, **kwargs):
-    return execute(prepare(_task(**kwargs), 0, batch_size, tmp_path / name))
+    return execute(prepare(_task(**kwargs), RunOptions(seed=0, batch_size=batch_size, output=tmp_path / name)))
 
 
 # --------------------------------------------------------------------------- calibration metrics
@@ -128,7 +130,7 @@ def test_wrapper_counts_queries_scales_logits_and_takes_gradients_in_eval_mode(s
     from suite.attacks.text.wrapper import make_wrapper
 
     import_textattack()
-    wrapper = make_wrapper(sentiment_model, batch_size=2, temperature=10.0)
+    wrapper = make_wrapper(TemperatureScaled(sentiment_model, 10.0, adversary=True), batch_size=2)
     texts = ["a great film", "dull and slow", "fine", "awful acting"]
     outputs = wrapper(texts)
     assert wrapper.queries == 4
@@ -191,9 +193,9 @@ def test_optional_attack_with_a_missing_resource_is_skipped_with_a_note(tmp_path
     absent = Resource("package", "no_such_package_for_advsuite", "test", install="run: pip install nothing")
     monkeypatch.setattr(recipes.PWWS, "resources", (absent,))
     with pytest.raises(ResourceMissingError, match="no_such_package_for_advsuite"):
-        prepare(_task(attacks=("pwws",), kinds=("none",), n=8), 0, 8, tmp_path / "strict")
+        prepare(_task(attacks=("pwws",), kinds=("none",), n=8), RunOptions(seed=0, batch_size=8, output=tmp_path / "strict"))
     task = _task(attacks=("deepwordbug", {"name": "pwws", "optional": True}), kinds=("none",), n=8)
-    results = execute(prepare(task, 0, 8, tmp_path / "lenient"))
+    results = execute(prepare(task, RunOptions(seed=0, batch_size=8, output=tmp_path / "lenient")))
     assert set(results.attacks) == {"deepwordbug"}
     assert any("skipped attack 'pwws'" in warning for warning in results.warnings)
 
@@ -256,7 +258,7 @@ def test_results_carry_calibration_and_confidence_per_model(illusion_runs):
 def test_transfer_from_the_base_model_pierces_the_overconfident_one(tmp_path):
     task = _task(temperature=UPCONF, kinds=("none",),
                  attacks=("deepwordbug", {"name": "transfer", "source": "builtin:sentiment-tiny", "attack": "deepwordbug"}))
-    results = execute(prepare(task, 0, 32, tmp_path / "transfer"))
+    results = execute(prepare(task, RunOptions(seed=0, batch_size=32, output=tmp_path / "transfer")))
     own, transfer = results.attacks["deepwordbug"], results.attacks["transfer"]
     assert transfer.mean_queries == 1.0
     assert transfer.robust_accuracy <= own.robust_accuracy - 0.05
@@ -289,7 +291,7 @@ def test_adversary_temperatures_are_refused_for_image_tasks(tmp_path):
         "attacks": ["fgm_linf"], "adversary": {"kinds": ["none", "cal"]},
     }]})
     with pytest.raises(ConfigError, match="apply to text attacks"):
-        prepare(recipe.tasks[0], 0, 4, tmp_path / "img")
+        prepare(recipe.tasks[0], RunOptions(seed=0, batch_size=4, output=tmp_path / "img"))
 
 
 @pytest.mark.slow

@@ -133,13 +133,13 @@ def test_cli_add_validates_merges_idempotently_and_shows(demo_results, tmp_path,
     _, schema_ok = _validators()
     assert schema_ok(board)
     keys = {(e["task"], e["threat_model"], e["eps"]) for e in board["entries"]}
-    # One entry per threat model: linf at two budgets are two entries; text is word-level.
-    assert keys == {("builtin:sentiment/test", "word-level", None), ("builtin:digits/test", "linf", 0.03),
+    # One entry per threat model: linf at two budgets are two entries; DeepWordBug is character-level.
+    assert keys == {("builtin:sentiment/test", "character-level", None), ("builtin:digits/test", "linf", 0.03),
                     ("builtin:digits/test", "linf", 0.1)}
     vision = next(e for e in board["entries"] if e["eps"] == 0.03)
     assert set(vision["robust_accuracy"]) == {"fgm_linf", "pgd_linf"}
     assert vision["worst_case_robust_accuracy"] <= min(vision["robust_accuracy"].values())
-    text = next(e for e in board["entries"] if e["threat_model"] == "word-level")
+    text = next(e for e in board["entries"] if e["threat_model"] == "character-level")
     assert set(text["robust_accuracy"]) == {"deepwordbug", "deepwordbug@cal"}
     assert text["illusion"] is not None and text["compute_seconds"] > 0
     # The page and schema are published beside a new leaderboard.
@@ -155,7 +155,7 @@ def test_cli_add_validates_merges_idempotently_and_shows(demo_results, tmp_path,
     assert "holds no results.json" in capsys.readouterr().err
     assert advsuite("leaderboard", "show", "--leaderboard", str(path), "--threat-model", "linf") == 0
     shown = capsys.readouterr().out
-    assert "builtin:digits-cnn" in shown and "word-level" not in shown
+    assert "builtin:digits-cnn" in shown and "character-level" not in shown
 
 
 def test_bad_input_leaves_the_leaderboard_untouched(demo_results, tmp_path):

@@ -59,20 +59,12 @@ def build_task(args: argparse.Namespace):
     """The TaskConfig the flags describe (validated; one-line errors)."""
     from pydantic import ValidationError
 
-    from suite.attacks import ATTACKS
-    from suite.errors import format_validation_error
-    from suite.errors import ConfigError
+    from suite.errors import ConfigError, format_validation_error
+    from suite.evaluation.api import attack_configs
     from suite.evaluation.recipe import TaskConfig
 
-    attacks = [name.strip() for name in (args.attacks or "").split(",") if name.strip()]
-    configs = []
-    for name in attacks:
-        params = {}
-        if args.eps is not None:
-            if "eps" not in ATTACKS.get(name).model_fields:
-                raise ConfigError(f"--eps does not apply to attack {name!r}")
-            params["eps"] = args.eps
-        configs.append({"name": name, **params})
+    names = [name.strip() for name in (args.attacks or "").split(",") if name.strip()]
+    configs = attack_configs(names, args.eps, flag="--eps")
     model = {
         "spec": args.model, "revision": args.revision, "checkpoint": args.checkpoint, "pretrained": args.pretrained, "temperature": args.temperature,
         "trust_remote_code": args.trust_remote_code, "device": args.device,
@@ -116,10 +108,6 @@ def handle(args: argparse.Namespace) -> int:
 
     resolve_dataset(args)
     task = build_task(args)
-    if args.eps is not None and not task.attacks:
-        from suite.errors import ConfigError
-
-        raise ConfigError("--eps needs --attacks (which attacks should it apply to?)")
     output = args.output or Path("runs") / f"{slug(args.model)}__{slug(args.dataset)}-{task.fingerprint(args.seed)[:8]}"
     options = RunOptions(seed=args.seed, batch_size=args.batch_size, output=output, overwrite=args.overwrite,
                          log_samples=args.log_samples)

@@ -56,7 +56,7 @@ def load_eval_set(config: DatasetConfig, model: InputSpec, seed: int) -> EvalSet
     if raw.modality != model.modality:
         raise DataError(f"dataset {config.spec!r} holds {raw.modality} but model {model.name!r} takes {model.modality}")
     examples = [Example(i, _conform(x, model), y) for i, x, y in zip(raw.ids, raw.inputs, raw.labels)]
-    _check_labels(examples, model, config.spec)
+    check_labels(examples, model, config.spec)
     return EvalSet(
         spec=config.spec,
         split=config.split,
@@ -83,7 +83,7 @@ def _load_builtin(name: str, config: DatasetConfig, seed: int) -> tuple[RawSplit
     return subset, len(full.ids), {}
 
 
-def _check_labels(examples: Sequence[Example], model: InputSpec, spec: str) -> None:
+def check_labels(examples: Sequence[Example], model: InputSpec, spec: str) -> None:
     for example in examples:
         if not 0 <= example.label < model.num_classes:
             raise DataError(

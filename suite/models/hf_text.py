@@ -81,17 +81,22 @@ def load_hf(name: str, config: ModelConfig) -> HFTextClassifier:
         model = AutoModelForSequenceClassification.from_pretrained(source, **kwargs)
     except (OSError, ValueError) as error:
         raise SuiteError(f"cannot load hf model {name!r}: {_first_line(error)}") from error
-    if tokenizer.pad_token is None:
-        # Decoder-style classifiers (GPT-2...) ship without a pad token; batching needs one.
-        # The model pools the last non-pad token, so it must know which id that is.
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-        model.config.pad_token_id = tokenizer.pad_token_id
+    prepare_tokenizer(model, tokenizer)
     if local.is_dir():
         revision = config.revision or local_revision(local)
     else:
         revision = getattr(model.config, "_commit_hash", None) or config.revision
     info = ModelInfo(spec=f"hf:{name}", revision=revision, extra={"architecture": model.config.architectures})
     return HFTextClassifier(model, tokenizer, info, max_length=config.max_length, device=config.device)
+
+
+def prepare_tokenizer(model, tokenizer) -> None:
+    """Give a tokenizer without a pad token one (batching needs it), and tell the model its id."""
+    if tokenizer.pad_token is None:
+        # Decoder-style classifiers (GPT-2...) ship without a pad token; batching needs one.
+        # The model pools the last non-pad token, so it must know which id that is.
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        model.config.pad_token_id = tokenizer.pad_token_id
 
 
 def _first_line(error: BaseException) -> str:

@@ -1,0 +1,59 @@
+"""Examples held in memory (the Python API): tensors of images or lists of texts, with labels."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from suite.data.base import EvalSet, Example, InputSpec
+from suite.data.load import check_labels, conform_image, subsample_indices
+from suite.errors import DataError
+
+
+def fingerprint(inputs: Sequence[Any] | torch.Tensor, labels: Sequence[int]) -> str:
+    """A content hash of in-memory examples (what a rerun with the same data resumes on)."""
+    digest = hashlib.sha256()
+    if isinstance(inputs, torch.Tensor):
+        digest.update(str(tuple(inputs.shape)).encode())
+        digest.update(inputs.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    else:
+        for text in inputs:
+            digest.update(text.encode("utf-8") + b"\x00")
+    digest.update(",".join(map(str, labels)).encode())
+    return "memory-" + digest.hexdigest()[:16]
+
+
+def in_memory_eval_set(inputs: Sequence[str] | torch.Tensor, labels: Sequence[int] | torch.Tensor, model: InputSpec,
+                       *, n: int | None = None, seed: int = 0, split: str = "memory") -> EvalSet:
+    """An :class:`EvalSet` from in-memory inputs and labels, checked against what the model takes.
+
+    Args:
+        inputs: ``list[str]`` for a text model; an N×C×H×W float tensor in [0, 1] (or N×H×W)
+            for an image model (resized to its input size when it differs).
+        labels: Class index per input.
+        model: What the model takes.
+        n: Evaluate a seeded subsample of n examples (ids stay the row positions).
+        seed: Seed of that subsample.
+    """
+    labels = [int(label) for label in (labels.tolist() if isinstance(labels, torch.Tensor) else labels)]
+    if model.modality == "text":
+        if isinstance(inputs, (str, torch.Tensor)) or not all(isinstance(text, str) for text in inputs):
+            raise DataError(f"{model.name!r} is a text model: pass its inputs as a list of strings")
+    elif not isinstance(inputs, torch.Tensor) or inputs.ndim not in (3, 4) or not inputs.is_floating_point():
+        raise DataError(f"{model.name!r} is an image model: pass its inputs as an N×C×H×W float tensor in [0, 1]")
+    elif inputs.numel() and (float(inputs.min()) < 0 or float(inputs.max()) > 1):
+        raise DataError("image inputs must be pixels in [0, 1] (the model normalises them itself)")
+    if len(inputs) != len(labels):
+        raise DataError(f"{len(inputs)} inputs but {len(labels)} labels")
+    rows = subsample_indices(len(labels), n, seed)
+    examples = [
+        Example(str(row), inputs[row] if model.modality == "text" else conform_image(inputs[row], model.input_size),
+                labels[row])
+        for row in rows
+    ]
+    check_labels(examples, model, "in-memory data")
+    return EvalSet(spec="memory", split=split, modality=model.modality, examples=examples, size=len(labels),
+                   label_names=list(model.labels), fingerprint=fingerprint(inputs, labels))

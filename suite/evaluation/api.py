@@ -1,0 +1,167 @@
+"""The public Python API: ``suite.evaluate(model, dataset, ...)`` on objects in memory or specs.
+
+It runs exactly what ``advsuite evaluate`` runs (:func:`~suite.evaluation.prepare.prepare`, then
+:func:`~suite.evaluation.runner.execute`): with ``output`` set it writes the same records,
+``run.json`` and ``results.json``, and resumes the same way; without it, nothing touches the
+disk. Bad input raises a :class:`~suite.errors.SuiteError` subclass whose message is the line
+the CLI prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import ValidationError
+from torch import nn
+
+from suite.attacks import ATTACKS
+from suite.data.base import EvalSet
+from suite.data.config import DatasetConfig
+from suite.errors import ConfigError, format_validation_error
+from suite.evaluation.options import RunOptions
+from suite.evaluation.prepare import prepare
+from suite.evaluation.recipe import AdversaryConfig, TaskConfig
+from suite.evaluation.runner import execute
+from suite.models import Classifier, ModelConfig, load_model
+from suite.report.results import Results
+
+ModelLike = str | ModelConfig | Classifier | nn.Module | tuple
+DatasetLike = str | DatasetConfig | EvalSet | tuple
+
+
+def evaluate(
+    model: ModelLike,
+    dataset: DatasetLike,
+    *,
+    attacks: Iterable[str | Mapping[str, Any]] | None = None,
+    eps: float | None = None,
+    n: int | None = None,
+    split: str = "test",
+    adversary: Sequence[str] | Mapping[str, Any] | AdversaryConfig | None = None,
+    options: RunOptions | None = None,
+    output: str | Path | None = None,
+) -> Results | None:
+    """Evaluate ``model`` on ``dataset`` under ``attacks``; the typed results.
+
+    Args:
+        model: A spec (``"builtin:digits-cnn"``, ``"hf:<id or dir>"``, ``"timm:<name or dir>"``)
+            or a :class:`~suite.models.ModelConfig`; a :class:`~suite.models.Classifier`; a plain
+            ``torch.nn.Module`` image classifier taking [0, 1] pixels of the dataset's size
+            (use :func:`suite.models.wrap.from_module` to give its mean, std, input size or
+            class names); or a ``(transformers model, tokenizer)`` pair.
+        dataset: A spec (``"builtin:digits"``, ``"hf:<name or file>"``) or a
+            :class:`~suite.data.config.DatasetConfig`; or in memory: ``(images, labels)`` with
+            images an N×C×H×W float tensor in [0, 1], or ``(texts, labels)`` with a list of strings.
+        attacks: Attack names, or mappings ``{"name": ..., <hyperparameters>}``; default: the
+            modality's default attacks.
+        eps: Perturbation budget for every listed attack (each must take one).
+        n: Evaluate a seeded subsample of n examples.
+        split: Dataset split (specs only).
+        adversary: Text attacks: adversary temperatures, as kinds (``["none", "cal", "opt"]``)
+            or the fields of :class:`~suite.evaluation.recipe.AdversaryConfig`.
+        options: Seed, batch size, overwrite, log_samples (:class:`RunOptions`); its ``output``
+            is replaced by ``output`` when that is given.
+        output: Directory for records, ``run.json`` and ``results.json`` (resumable); ``None``
+            keeps everything in memory.
+
+    Returns:
+        The results (on the main process of a multi-process launch; ``None`` on the others).
+
+    Raises:
+        SuiteError: A subclass (``ConfigError``, ``DataError``, ``UnknownNameError``,
+            ``ResourceMissingError``) with the same one-line message as the CLI.
+    """
+    options = options or RunOptions()
+    if output is not None:
+        options = replace(options, output=Path(output))
+    if options.command is None:
+        options = replace(options, command="suite.evaluate(...)")
+    classifier, model_config = _model(model, dataset)
+    eval_set, dataset_config = None, None
+    if isinstance(dataset, (str, DatasetConfig)):
+        config = DatasetConfig(spec=dataset) if isinstance(dataset, str) else dataset
+        dataset_config = config.model_copy(update={"split": split if isinstance(dataset, str) else config.split,
+                                                   "n": n if n is not None else config.n})
+    else:
+        if classifier is None:
+            classifier = load_model(model_config)
+        eval_set = _in_memory(dataset, classifier, n, options.seed)
+        dataset_config = DatasetConfig(spec=f"memory:{eval_set.fingerprint}", split=eval_set.split, n=n)
+    try:
+        task = TaskConfig(name="evaluate", model=model_config, dataset=dataset_config,
+                          attacks=attack_configs(attacks, eps), adversary=_adversary(adversary))
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error)) from error
+    return execute(prepare(task, options, model=classifier, eval_set=eval_set))
+
+
+def attack_configs(attacks: Iterable[str | Mapping[str, Any]] | None, eps: float | None,
+                   flag: str = "eps") -> list[dict[str, Any]]:
+    """Attack entries of a task, with ``eps`` set on each (refused for an attack without one)."""
+    configs = []
+    for item in attacks or ():
+        config = {"name": item} if isinstance(item, str) else dict(item)
+        if eps is not None:
+            if "eps" not in ATTACKS.get(str(config.get("name"))).model_fields:
+                raise ConfigError(f"{flag} does not apply to attack {config.get('name')!r}")
+            config["eps"] = eps
+        configs.append(config)
+    if eps is not None and not configs:
+        attacks_flag = "--attacks" if flag.startswith("--") else "attacks"
+        raise ConfigError(f"{flag} needs {attacks_flag} (which attacks should it apply to?)")
+    return configs
+
+
+def _model(model: ModelLike, dataset: DatasetLike) -> tuple[Classifier | None, ModelConfig]:
+    """The classifier already in memory (or ``None``: prepare loads the spec) and its config."""
+    if isinstance(model, str):
+        try:
+            return None, ModelConfig(spec=model)
+        except ValidationError as error:
+            raise ConfigError(format_validation_error(error)) from error
+    if isinstance(model, ModelConfig):
+        return None, model
+    if isinstance(model, tuple) and len(model) == 2:
+        from suite.models.wrap import from_transformers
+
+        classifier = from_transformers(*model)
+    elif isinstance(model, nn.Module):
+        from suite.models.wrap import from_module
+
+        images = dataset[0] if isinstance(dataset, tuple) and len(dataset) == 2 else None
+        if not isinstance(images, torch.Tensor) or images.ndim != 4:
+            raise ConfigError("a plain nn.Module needs its input size: pass images as an N×C×H×W tensor, or wrap it "
+                              "with suite.models.wrap.from_module(module, input_size=...)")
+        classifier = from_module(model, input_size=tuple(images.shape[1:]))
+    elif isinstance(model, Classifier):
+        classifier = model
+    else:
+        raise ConfigError(f"model must be a spec, a Classifier, an nn.Module or a (transformers model, tokenizer) pair, "
+                          f"not {type(model).__name__}")
+    info = classifier.info
+    spec = info.spec if ":" in info.spec.strip(":") else f"memory:{info.spec or type(classifier).__name__}"
+    return classifier, ModelConfig(spec=spec, revision=info.revision, temperature=info.temperature)
+
+
+def _in_memory(dataset: DatasetLike, classifier: Classifier, n: int | None, seed: int) -> EvalSet:
+    from suite.data.memory import in_memory_eval_set
+    from suite.data.load import subsample_indices
+
+    if isinstance(dataset, EvalSet):
+        if n is None:
+            return dataset
+        rows = subsample_indices(len(dataset.examples), n, seed)
+        return replace(dataset, examples=[dataset.examples[row] for row in rows])
+    if not (isinstance(dataset, tuple) and len(dataset) == 2):
+        raise ConfigError("dataset must be a spec, a DatasetConfig, or an (inputs, labels) pair")
+    return in_memory_eval_set(dataset[0], dataset[1], classifier.input_spec, n=n, seed=seed)
+
+
+def _adversary(adversary: Sequence[str] | Mapping[str, Any] | AdversaryConfig | None) -> Any:
+    if adversary is None or isinstance(adversary, (AdversaryConfig, Mapping)):
+        return adversary
+    return {"kinds": list(adversary)}
