@@ -56,6 +56,11 @@ class Registry(Generic[T]):
         doc = help or (getattr(obj, "__doc__", None) if not isinstance(obj, str) else None) or ""
         self._help[name] = doc.strip().splitlines()[0] if doc.strip() else ""
 
+    def remove(self, name: str) -> None:
+        """Unregister ``name`` (a plugin unloading, a test cleaning up); unknown names are ignored."""
+        self._entries.pop(name, None)
+        self._help.pop(name, None)
+
     def get(self, name: str) -> T:
         """Return the entry for ``name``, importing it first when it was registered lazily."""
         if name not in self._entries:

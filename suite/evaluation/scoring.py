@@ -90,11 +90,13 @@ def attack_record(key: str, model: Classifier, example: Example, output: AttackO
         model: The served model (never the adversary's view).
         temperature: The adversary temperature the search ran at (recorded when not 1).
     """
+    score = score_output(model, example, output, clean_correct)
     record = {
         "kind": "attack",
         "attack": key,
         "id": example.id,
-        **score_output(model, example, output, clean_correct),
+        "robust": score["robust"],
+        "prediction": score["prediction"],
         "perturbation": float(output.perturbation),
         "queries": int(output.queries),
         "seconds": float(output.seconds),
@@ -102,6 +104,10 @@ def attack_record(key: str, model: Classifier, example: Example, output: AttackO
     if temperature != 1.0:
         record["temperature"] = temperature
     if isinstance(output.adversarial, str):
+        # Discrete inputs only: an image's confidence is a continuous function of the search's
+        # iterates, which batched kernels round differently, so it would tie records to the batch
+        # size; its decision does not.
+        record["confidence"] = score["confidence"]
         record["adversarial"] = output.adversarial
     if output.extras:
         record["extras"] = dict(output.extras)
