@@ -123,17 +123,15 @@ def _broken(model: Classifier, examples: Sequence[Example], outputs) -> list[boo
     return [score["robust"] < 1.0 for score in score_outputs(model, examples, outputs)]
 
 
-def run_checks(prepared: PreparedTask) -> list[str]:
-    """Every check of this module on a finished task; the warnings are logged and returned."""
+def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor) -> list[str]:
+    """Every check of this module on a finished task (``clean_logits``: its clean pass, in
+    evaluation order); the warnings are logged and returned."""
     model, attacks = prepared.model, prepared.attacks
-    from suite.evaluation.scoring import clean_scores
-
-    examples = prepared.eval_set.examples[:CHECK_EXAMPLES]
     correct = prepared.attacked()
     metrics = {run.base: _robust_accuracy(prepared, run.key) for run in prepared.runs
                if run.kind == "none" and run.attack.metric == "pointwise"}
     warnings = [
-        *check_probabilities(clean_scores(model, examples).logits),
+        *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
         *check_zero_gradients(model, correct),
         *check_black_box({name: attack for name, attack in attacks.items() if name in metrics}, metrics),
         *check_reduction(model, attacks, correct, prepared.seed),

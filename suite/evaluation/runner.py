@@ -50,7 +50,7 @@ def execute(prepared: PreparedTask) -> Results | None:
     compute_seconds = processes.sum(time.perf_counter() - start)
     if not processes.is_main:
         return None
-    warnings = [*prepared.notes, *run_checks(prepared)]
+    warnings = [*prepared.notes, *run_checks(prepared, clean.logits)]
     results = summarise(prepared, clean, adversary, warnings, clean_seconds, compute_seconds)
     if store.directory is None:
         return results

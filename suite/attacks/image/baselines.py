@@ -47,7 +47,7 @@ import torch
 from pydantic import Field, model_validator
 from torch import nn
 
-from suite.attacks.base import Attack, AttackOutput, Threat, register_attack
+from suite.attacks.base import Access, Attack, AttackOutput, Threat, register_attack
 from suite.attacks.image.driver import image_outputs, with_default_eps
 from suite.attacks.image.norms import NORMS
 from suite.data.base import Example
@@ -221,7 +221,7 @@ class Square(TorchattacksAttack):
     Defaults as in AutoAttack: 5000 queries, p_init 0.8, margin loss, no rescaled schedule.
     """
 
-    access: ClassVar[str] = "black-box"
+    access: ClassVar[Access] = "black-box"
 
     queries: int = Field(5000, ge=1)
     p_init: float = Field(0.8, gt=0, le=1)

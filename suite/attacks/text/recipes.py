@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, PrivateAttr
 
-from suite.attacks.base import Attack, AttackOutput, Threat, TextLevel, register_attack
+from suite.attacks.base import Access, Attack, AttackOutput, TextLevel, Threat, register_attack
 from suite.attacks.text.offline import import_textattack
 from suite.attacks.text.resources import NLTK, Resource, require
 from suite.attacks.text.wrapper import make_wrapper
@@ -52,7 +52,7 @@ class TextAttackRecipe(Attack):
     """
 
     modality: ClassVar[str] = "text"
-    access: ClassVar[str] = "black-box"
+    access: ClassVar[Access] = "black-box"
     #: What an edit changes: whole words (``word``) or characters inside words (``character``).
     level: ClassVar[TextLevel] = "word"
     #: What the recipe needs on disk (checked before it is built).

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, PrivateAttr, field_validator
 
-from suite.attacks.base import ATTACKS, Attack, AttackOutput, Threat, build_attack, register_attack
+from suite.attacks.base import ATTACKS, Access, Attack, AttackOutput, Threat, build_attack, register_attack
 from suite.data.base import Example
 from suite.models.base import Classifier
 
@@ -31,7 +31,7 @@ class Transfer(Attack):
     """
 
     modality: ClassVar[str] = "text"
-    access: ClassVar[str] = "transfer"  # it searches on the source model
+    access: ClassVar[Access] = "transfer"  # it searches on the source model
     source: str
     source_temperature: float = Field(1.0, gt=0, allow_inf_nan=False)
     attack: str = "deepwordbug"
