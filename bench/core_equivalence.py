@@ -24,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
+
 import subprocess
 import sys
 from pathlib import Path
+
+from launch import suite_command  # bench/launch.py (scripts run as python bench/NAME.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 DISTRIBUTED_RECIPE = """
@@ -50,26 +52,12 @@ ATTACK_METRICS = ("robust_accuracy", "success_rate", "n_attacked", "mean_queries
                   "mean_confidence", "params", "budget", "adversary", "base_attack", "adversary_temperature")
 TOP_METRICS = ("clean_accuracy", "worst_case_robust_accuracy", "broken_only_by", "calibration", "seed", "batch_size")
 
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _run(source: Path, args: list[str], env: dict[str, str], processes: int = 1) -> None:
     env = {**env, "PYTHONPATH": os.pathsep.join([str(source), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    suite = ["-m", "suite", "-q", *args]
-    if processes == 1:
-        command = [sys.executable, *suite]
-    else:
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                   "--main_process_ip", "127.0.0.1", "--main_process_port", str(_port()), *suite]
+    command = suite_command(["-q", *args], processes)
     completed = subprocess.run(command, env=env, capture_output=True, text=True, cwd=source)
     if completed.returncode != 0:
         raise SystemExit(f"failed in {source}: {' '.join(args)}\n{completed.stderr[-3000:]}")
-
 
 def _v2_record(record: dict) -> dict:
     """A record in the v2 form, wall time removed."""
@@ -80,11 +68,9 @@ def _v2_record(record: dict) -> dict:
         record["robust"] = 0.0 if record.pop("success") else 1.0
     return record
 
-
 def _records(directory: Path) -> dict[tuple, dict]:
     rows = [_v2_record(json.loads(line)) for line in (directory / "records.jsonl").read_text().splitlines()]
     return {(row["kind"], row.get("attack", ""), row["id"]): row for row in rows}
-
 
 def compare_records(old_dir: Path, new_dir: Path) -> tuple[list[str], set[str], int]:
     """Differences, fields only v2 has, and the number of records compared."""
@@ -99,7 +85,6 @@ def compare_records(old_dir: Path, new_dir: Path) -> tuple[list[str], set[str], 
             if field in a and a.get(field) != b.get(field):
                 problems.append(f"{key}: {field} {a.get(field)!r} -> {b.get(field)!r}")
     return problems, added, len(old)
-
 
 def compare_results(old_dir: Path, new_dir: Path) -> tuple[list[str], list[str]]:
     """Differences and additions between the two results.json files."""
@@ -130,14 +115,12 @@ def compare_results(old_dir: Path, new_dir: Path) -> tuple[list[str], list[str]]
         problems.append(f"warnings: {old.get('warnings')!r} -> {new.get('warnings')!r}")
     return problems, added
 
-
 CHECKS = {
     "quickstart": (["run", "quickstart"], 1),
     "beta_vs_autoattack --limit 20": (["run", "beta_vs_autoattack", "--limit", "20"], 1),
     "ior_text --limit 10": (["run", "ior_text", "--limit", "10"], 1),
     "2 processes (text + vision)": (["run", "{recipe}"], 2),
 }
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -190,7 +173,6 @@ def main() -> None:
                 print(f"    added in v2 results: {addition}")
     print(f"\nrun directories: {work}")
     sys.exit(1 if failed else 0)
-
 
 if __name__ == "__main__":
     main()

@@ -21,12 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
+
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from launch import suite_command  # bench/launch.py (scripts run as python bench/NAME.py)
 
 RECIPE = """
 name: bench-distributed
@@ -41,7 +43,6 @@ tasks:
 """
 VOLATILE = {"seconds", "clean_seconds", "compute_seconds", "created", "provenance"}
 
-
 def _strip(value):
     if isinstance(value, dict):
         return {key: _strip(item) for key, item in value.items() if key not in VOLATILE}
@@ -49,24 +50,11 @@ def _strip(value):
         return [_strip(item) for item in value]
     return value
 
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run(recipe: Path, output: Path, processes: int, threads: int | None) -> float:
     env = dict(os.environ, TQDM_DISABLE="1")
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
-    suite = ["-m", "suite", "-q", "run", str(recipe), "--output", str(output)]
-    if processes == 1:
-        command = [sys.executable, *suite]
-    else:
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                   "--main_process_ip", "127.0.0.1", "--main_process_port", str(_port()), *suite]
+    command = suite_command(["-q", "run", str(recipe), "--output", str(output)], processes)
     start = time.perf_counter()
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -74,12 +62,10 @@ def run(recipe: Path, output: Path, processes: int, threads: int | None) -> floa
         raise SystemExit(f"run failed ({' '.join(command)}):\n{completed.stderr[-3000:]}")
     return seconds
 
-
 def outputs(directory: Path) -> tuple[dict, list]:
     results = json.loads((directory / "text" / "results.json").read_text())
     records = [json.loads(line) for line in (directory / "text" / "records.jsonl").read_text().splitlines()]
     return _strip(results), _strip(records)
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -112,7 +98,6 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

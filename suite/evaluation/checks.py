@@ -123,13 +123,16 @@ def _broken(model: Classifier, examples: Sequence[Example], outputs) -> list[boo
     return [score["robust"] < 1.0 for score in score_outputs(model, examples, outputs)]
 
 
-def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor) -> list[str]:
-    """Every check of this module on a finished task (``clean_logits``: its clean pass, in
-    evaluation order); the warnings are logged and returned."""
+def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accuracy: Mapping[str, float]) -> list[str]:
+    """Every check of this module on a finished task; the warnings are logged and returned.
+
+    Args:
+        clean_logits: The clean pass's logits, in evaluation order.
+        robust_accuracy: Robust accuracy of each attack run out of the box (from the summary).
+    """
     model, attacks = prepared.model, prepared.attacks
     correct = prepared.attacked()
-    metrics = {run.base: _robust_accuracy(prepared, run.key) for run in prepared.runs
-               if run.kind == "none" and run.attack.metric == "pointwise"}
+    metrics = {name: {"robust_accuracy": value} for name, value in robust_accuracy.items()}
     warnings = [
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
         *check_zero_gradients(model, correct),
@@ -139,8 +142,3 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor) -> list[str]:
     for warning in warnings:
         logger.warning("%s: %s", prepared.name, warning)
     return warnings
-
-
-def _robust_accuracy(prepared: PreparedTask, key: str) -> dict[str, float]:
-    records = [prepared.store.get("attack", ex.id, key) for ex in prepared.attacked()]
-    return {"robust_accuracy": sum(record["robust"] for record in records) / len(prepared.eval_set.examples)}

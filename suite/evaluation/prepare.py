@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from suite.attacks import Attack, build_attack
 from suite.data.base import EvalSet, Example

@@ -50,8 +50,11 @@ def execute(prepared: PreparedTask) -> Results | None:
     compute_seconds = processes.sum(time.perf_counter() - start)
     if not processes.is_main:
         return None
-    warnings = [*prepared.notes, *run_checks(prepared, clean.logits)]
-    results = summarise(prepared, clean, adversary, warnings, clean_seconds, compute_seconds)
+    results = summarise(prepared, clean, adversary, clean_seconds, compute_seconds)
+    out_of_the_box = {entry.base_attack or key: entry.robust_accuracy for key, entry in results.attacks.items()
+                      if entry.adversary == "none"}
+    warnings = [*prepared.notes, *run_checks(prepared, clean.logits, out_of_the_box)]
+    results = results.model_copy(update={"warnings": warnings})
     if store.directory is None:
         return results
     from suite.report.calibration_plots import write_plots

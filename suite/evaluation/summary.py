@@ -34,9 +34,10 @@ from suite.report.results import (
 logger = logging.getLogger(__name__)
 
 
-def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, Any], warnings: list[str],
-              clean_seconds: float, compute_seconds: float) -> Results:
-    """The results of ``prepared`` from its records (all processes' records gathered)."""
+def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, Any], clean_seconds: float,
+              compute_seconds: float) -> Results:
+    """The results of ``prepared`` from its records (all processes' records gathered); the
+    sanity-check ``warnings`` are the runner's to add."""
     store, eval_set, task = prepared.store, prepared.eval_set, prepared.config
     clean_records = [store.get("clean", ex.id) for ex in eval_set.examples]
     attacked = prepared.attacked()
@@ -80,7 +81,7 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         batch_size=prepared.batch_size,
         clean_seconds=clean_seconds,
         compute_seconds=compute_seconds,
-        warnings=warnings,
+        warnings=[],
         calibration=calibration_metrics(clean.logits, [ex.label for ex in eval_set.examples]),
         adversary=adversary,
         illusion=illusion,
