@@ -121,7 +121,7 @@ def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
     capsys.readouterr()
     assert advsuite(*base[:-2], "--eps", "0.2", "--output", str(out)) == 2
     err = capsys.readouterr().err
-    assert "different configuration" in err and "--overwrite" in err and err.count("\n") == 1
+    assert "holds another run" in err and "--overwrite" in err and err.count("\n") == 1
     assert (out / "records.jsonl").read_text() == first
     assert advsuite(*base[:-2], "--eps", "0.2", "--output", str(out), "--overwrite") == 0
     results = json.loads((out / "results.json").read_text())

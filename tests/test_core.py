@@ -195,7 +195,7 @@ def test_api_on_a_plain_module_and_tensors_respects_the_ball_and_resumes(tmp_pat
     # Other weights are another model: the directory is refused without overwrite.
     with torch.no_grad():
         net[1].bias.add_(0.01)
-    with pytest.raises(ConfigError, match="different configuration"):
+    with pytest.raises(ConfigError, match="the model.s weights changed"):
         suite.evaluate(net, (images, labels), attacks=["pgd_linf", "fgm_linf"], eps=0.05, output=out)
     # In memory: the same numbers, and no files at all.
     with torch.no_grad():

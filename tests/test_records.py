@@ -20,6 +20,7 @@ def test_partial_last_line_is_dropped_and_appends_stay_valid(tmp_path):
     store.append([_record("a"), _record("b")])
     with open(tmp_path / "records.jsonl", "a") as handle:
         handle.write('{"kind": "clean", "id": "c", "lab')  # killed mid-write
+    store.close()
     again = RecordStore(tmp_path, {"seed": 0})
     again.open(overwrite=False)
     assert again.has("clean", "a") and again.has("clean", "b") and not again.has("clean", "c")
@@ -29,9 +30,11 @@ def test_partial_last_line_is_dropped_and_appends_stay_valid(tmp_path):
 
 
 def test_other_runs_are_refused_or_replaced(tmp_path):
-    RecordStore(tmp_path, {"seed": 0}).open(overwrite=False)
-    RecordStore(tmp_path, {"seed": 0}).append([_record("a")])
-    with pytest.raises(ConfigError, match=r"differs in: seed"):
+    first = RecordStore(tmp_path, {"seed": 0})
+    first.open(overwrite=False)
+    first.append([_record("a")])
+    first.close()
+    with pytest.raises(ConfigError, match=r"holds another run: seed: 0 then, 1 now"):
         RecordStore(tmp_path, {"seed": 1}).check(overwrite=False)
     replaced = RecordStore(tmp_path, {"seed": 1})
     replaced.check(overwrite=True)

@@ -81,6 +81,9 @@ class Attack(BaseModel):
     modality: ClassVar[str]
     access: ClassVar[Access] = "white-box"
     metric: ClassVar[Metric] = "pointwise"
+    #: Bumped whenever a change to the attack changes what it finds for the same
+    #: hyperparameters: part of a run's identity, so records of the old version are not resumed.
+    version: ClassVar[int] = 1
 
     @property
     def threat(self) -> Threat:

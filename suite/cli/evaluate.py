@@ -35,7 +35,11 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a different run in --output")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start over: clear what advsuite wrote in the output dir (records, results, samples, plots; "
+                        "never other files); without it a rerun resumes, and another run there is refused")
+    parser.add_argument("--wait", action="store_true",
+                        help="if another advsuite run is writing to the output dir, wait for it (default: refuse)")
     parser.add_argument("--log-samples", action="store_true",
                         help="also write samples.md: every example with its clean and adversarial input "
                         "(text, or PNG files of images under samples/)")
@@ -110,7 +114,7 @@ def handle(args: argparse.Namespace) -> int:
     task = build_task(args)
     output = args.output or Path("runs") / f"{slug(args.model)}__{slug(args.dataset)}-{task.fingerprint(args.seed)[:8]}"
     options = RunOptions(seed=args.seed, batch_size=args.batch_size, output=output, overwrite=args.overwrite,
-                         log_samples=args.log_samples)
+                         wait=args.wait, log_samples=args.log_samples)
     results = run_tasks([task], options)
     if results:  # the main process of a multi-process launch reports
         print_report(results, options, args.log_samples)

@@ -20,7 +20,11 @@ def add_parser(subparsers) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("recipe", help="recipe file, or the name of a shipped recipe (advsuite ls recipes)")
     parser.add_argument("--output", type=Path, help="output dir (default: runs/<recipe name>); one sub-dir per task")
-    parser.add_argument("--overwrite", action="store_true", help="replace different runs in the output dir")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start over: clear what advsuite wrote in the output dir (records, results, samples, plots; "
+                        "never other files); without it a rerun resumes, and another run there is refused")
+    parser.add_argument("--wait", action="store_true",
+                        help="if another advsuite run is writing to the output dir, wait for it (default: refuse)")
     parser.add_argument("--limit", type=positive_int, metavar="N",
                         help="quick run: at most N examples per task (default output runs/<recipe name>-limit<N>)")
     parser.add_argument("--log-samples", action="store_true",
@@ -39,7 +43,7 @@ def _limited(task, limit: int):
 
 
 def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int | None = None,
-               log_samples: bool = False) -> list:
+               log_samples: bool = False, wait: bool = False) -> list:
     from suite.cli.common import print_report
     from suite.evaluation.options import RunOptions
     from suite.evaluation.recipe import load_recipe
@@ -52,7 +56,7 @@ def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int
     if limit is not None:
         tasks = [_limited(task, limit) for task in tasks]
     options = RunOptions(seed=recipe.seed, batch_size=recipe.batch_size, output=output, subdirs=True,
-                         overwrite=overwrite, log_samples=log_samples)
+                         overwrite=overwrite, wait=wait, log_samples=log_samples)
     results = run_tasks(tasks, options)
     if not results:  # not the main process of a multi-process launch
         return results
@@ -74,5 +78,5 @@ def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int
 
 
 def handle(args: argparse.Namespace) -> int:
-    run_recipe(args.recipe, args.output, args.overwrite, args.limit, args.log_samples)
+    run_recipe(args.recipe, args.output, args.overwrite, args.limit, args.log_samples, args.wait)
     return 0

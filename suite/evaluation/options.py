@@ -19,7 +19,9 @@ class RunOptions:
         output: Output directory; ``None`` keeps records in memory and writes no files (the
             Python API without ``output``).
         subdirs: One sub-directory per task (``output/<task name>``), as recipes write.
-        overwrite: Replace a different run found in an output directory.
+        overwrite: Start over in an output directory: clear everything the suite wrote there
+            (records, results, samples, plots), whatever run it was.
+        wait: Wait for another run writing to the same output directory to finish (else refuse).
         log_samples: Also write ``samples.md`` (and adversarial images) per task.
         command: The command line recorded in provenance (default: this process's).
     """
@@ -29,6 +31,7 @@ class RunOptions:
     output: Path | None = None
     subdirs: bool = False
     overwrite: bool = False
+    wait: bool = False
     log_samples: bool = False
     command: str | None = None
 

@@ -9,8 +9,12 @@ certify command to come).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
+from typing import Any
+
+import torch
 
 from suite.attacks import Attack, build_attack
 from suite.data.base import EvalSet, Example
@@ -27,6 +31,7 @@ from suite.evaluation.recipe import (
     TaskConfig,
 )
 from suite.evaluation.records import RecordStore
+from suite.evaluation.scoring import SCORING_VERSION
 from suite.models import Classifier, load_model
 
 logger = logging.getLogger(__name__)
@@ -125,9 +130,41 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         else:
             fit_config = task.dataset.model_copy(update={"split": adversary.split, "n": adversary.n})
             fit_set = load_eval_set(fit_config, model.input_spec, options.seed)
-    store = RecordStore(options.directory_for(task.name), task.identity(options.seed), distributed.current())
+    store = RecordStore(options.directory_for(task.name), run_identity(task, options.seed, model, attacks, eval_set,
+                                                                       fit_set, opt_attack), distributed.current())
     store.check(options.overwrite)
     return PreparedTask(task, options, model, eval_set, attacks, store, adversary, fit_set, opt_attack, notes)
+
+
+def run_identity(task: TaskConfig, seed: int, model: Classifier, attacks: dict[str, Attack], eval_set: EvalSet,
+                 fit_set: EvalSet | None, opt_attack: tuple[str, Attack] | None) -> dict[str, Any]:
+    """Everything that decides a task's numbers (batch size and process count do not): the
+    configuration, a hash of the weights actually loaded (a model retrained in place, or a Hub
+    model moved to a new commit, is another model), a hash of the examples actually evaluated
+    (a data file edited in place is another dataset), and the versions of the scoring and of
+    every attack. Records are resumed only under the same identity."""
+    every = {**attacks, **dict([opt_attack] if opt_attack else [])}
+    return {
+        **task.identity(seed),
+        "weights": model.weights_hash(),
+        "examples": examples_fingerprint(eval_set),
+        "fit_examples": None if fit_set is None or fit_set is eval_set else examples_fingerprint(fit_set),
+        "scoring": SCORING_VERSION,
+        "attack_versions": {key: f"{attack.name}/{attack.version}" for key, attack in sorted(every.items())},
+    }
+
+
+def examples_fingerprint(eval_set: EvalSet) -> str:
+    """A content hash of the examples a task evaluates: ids, inputs and labels."""
+    digest = hashlib.sha256()
+    for example in eval_set.examples:
+        digest.update(f"{example.id}\x00{example.label}\x00".encode())
+        if isinstance(example.input, str):
+            digest.update(example.input.encode("utf-8", "surrogatepass") + b"\x00")
+        else:
+            value = example.input.detach().to("cpu", torch.float32).contiguous()
+            digest.update(str(tuple(value.shape)).encode() + value.numpy().tobytes())
+    return "sha256-" + digest.hexdigest()[:16]
 
 
 def _check_resources(task: TaskConfig, attacks: dict[str, Attack]) -> list[str]:

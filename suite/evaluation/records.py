@@ -12,8 +12,10 @@ or an attack result::
 ``correct`` and ``robust`` are correctness in [0, 1] (:mod:`suite.evaluation.scoring`).
 A store without a directory (the Python API without ``output``) keeps its records in memory.
 
-The run's identity lives in ``run.json`` beside it: a different configuration on the same
-directory is refused (unless overwritten), so records of different runs never mix.
+The run's identity lives in ``run.json`` beside it: the configuration, a content hash of the
+model's weights and of the evaluated examples, and the versions of the scoring and of every
+attack. A run whose identity differs is refused on the same directory (unless overwritten,
+which clears everything the suite wrote there), so records of different runs never mix.
 
 Under ``accelerate launch`` every process appends to its own ``records.rank<R>.jsonl``; every
 process resumes from all record files (whatever number of processes wrote them), and at the
@@ -23,8 +25,10 @@ end the main process merges them into ``records.jsonl`` in the order a one-proce
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -37,7 +41,17 @@ RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.json"
 SHARD_PATTERN = "records.rank*.jsonl"
-OWNED_FILES = (RECORDS_FILE, RUN_FILE, RESULTS_FILE)
+#: Everything a run writes into its directory: ``--overwrite`` clears exactly these (never a
+#: file the suite did not write), and a directory holding only these belongs to the suite.
+SUITE_FILES = (RUN_FILE, RECORDS_FILE, RESULTS_FILE, "samples.md", "reliability.png", "opt_search.png",
+               "robustness_curve.png")
+SUITE_DIRS = ("samples",)
+SUITE_PATTERNS = (SHARD_PATTERN, ".*.tmp")
+RECORD_KINDS = ("clean", "attack", "adversary")
+#: Longest name a run writes inside its directory (``records.rank<R>.jsonl``, sample images
+#: ``samples/<attack label>/<id>.png``): the directory path leaves room for them.
+NAME_MAX = 255
+PATH_MAX = 4096 - 300
 
 
 def record_key(record: dict[str, Any]) -> tuple[str, str, str]:
@@ -46,6 +60,10 @@ def record_key(record: dict[str, Any]) -> tuple[str, str, str]:
 
 class RecordStore:
     """The records of one task in one output directory.
+
+    While a run writes, its main process holds an exclusive lock on the directory (``flock`` on
+    the directory itself, so no lock file is left behind): a second run on the same directory
+    is refused in one line, or waits for the first with ``wait``.
 
     Args:
         directory: Output directory (created by :meth:`open`); ``None`` keeps records in memory.
@@ -61,34 +79,68 @@ class RecordStore:
         self.path = None if self.directory is None else self.directory / name
         self.records: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._unshared: list[dict[str, Any]] = []
+        self._lock: int | None = None
+        self._created = False
+
+    # ----------------------------------------------------------------------------------------
+    # Checks: nothing is written before they pass.
 
     def check(self, overwrite: bool) -> None:
-        """Refuse a directory holding a different run, before anything is written."""
+        """Refuse, before anything is written, an output directory this run cannot use: a path
+        that is a file, unwritable or too long; one holding another run, corrupt records, or
+        files the suite did not write (unless ``overwrite``, which clears what the suite wrote)."""
         if self.directory is None:
             return
-        run_file = self.directory / RUN_FILE
+        directory = self.directory
+        shown = repr(str(directory))
+        if len(os.fsencode(directory.absolute())) > PATH_MAX or any(len(os.fsencode(part)) > NAME_MAX - 40
+                                                                    for part in directory.absolute().parts):
+            raise ConfigError(f"output directory {shown[:120]}... is too long a path (names over {NAME_MAX - 40} "
+                              "bytes or a path over 3800): choose a shorter --output or task name")
+        existing = next((parent for parent in (directory, *directory.parents) if parent.exists()), Path("."))
+        if not existing.is_dir():
+            raise ConfigError(f"output {str(existing)!r} is a file, not a directory: choose another --output")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise ConfigError(f"cannot write to {str(existing)!r} (permission denied): choose another --output")
+        if existing != directory or overwrite:
+            return  # a new directory, or one whose suite files are cleared
+        self._verify()
+        for path in self._files():
+            _read(path)
+
+    def _verify(self) -> None:
+        """The directory holds this run (or nothing at all); one clear line otherwise."""
+        directory, run_file = self.directory, self.directory / RUN_FILE
         if not run_file.exists():
             if self._files():
-                raise ConfigError(f"{str(self.directory)!r} holds records of an unknown run; use --overwrite or another --output")
+                raise ConfigError(f"{str(directory)!r} holds records of an unknown run (no {RUN_FILE}); "
+                                  "use --overwrite to start over or choose another --output")
+            foreign = sorted(path.name for path in directory.iterdir())
+            if foreign:
+                listed = ", ".join(repr(name) for name in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+                raise ConfigError(f"{str(directory)!r} holds files advsuite did not write ({listed}); choose an empty "
+                                  "or new --output, or pass --overwrite (it replaces only the files advsuite writes)")
             return
         try:
-            previous = json.loads(run_file.read_text())
-        except (OSError, json.JSONDecodeError) as error:
-            raise ConfigError(f"cannot read {str(run_file)!r}: {error}; use --overwrite or another --output") from error
-        if previous != self.identity and not overwrite:
-            changed = sorted(key for key in set(previous) | set(self.identity) if previous.get(key) != self.identity.get(key))
-            raise ConfigError(
-                f"{str(self.directory)!r} holds a run with a different configuration (differs in: {', '.join(changed)}); "
-                "use --overwrite to replace it or choose another --output"
-            )
+            previous = json.loads(run_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ConfigError(f"cannot read {str(run_file)!r} ({error}); use --overwrite to start over") from error
+        if not isinstance(previous, dict):
+            raise ConfigError(f"{str(run_file)!r} is not a run description; use --overwrite to start over")
+        if previous != self.identity:
+            raise ConfigError(f"{str(directory)!r} holds another run: {describe_change(previous, self.identity)}; "
+                              "use --overwrite to replace it or choose another --output")
 
     def _files(self) -> list[Path]:
         """Every record file in the directory: the merged one and any per-process ones."""
         merged = self.directory / RECORDS_FILE
         return ([merged] if merged.exists() else []) + sorted(self.directory.glob(SHARD_PATTERN))
 
-    def open(self, overwrite: bool) -> None:
-        """Create the directory, clear it when overwriting, and load records to resume from.
+    # ----------------------------------------------------------------------------------------
+    # Opening, locking, closing.
+
+    def open(self, overwrite: bool, wait: bool = False) -> None:
+        """Create and lock the directory, clear it when overwriting, and load records to resume from.
 
         With several processes the main process prepares the directory (and repairs record
         files cut short by a kill) while the others wait; then every process loads every file.
@@ -99,13 +151,14 @@ class RecordStore:
             return
         processes.barrier()  # nobody is still checking the directory the main process may clear
         if processes.is_main:
+            self._created = not self.directory.exists()
             self.directory.mkdir(parents=True, exist_ok=True)
-            run_file = self.directory / RUN_FILE
-            same_run = run_file.exists() and json.loads(run_file.read_text()) == self.identity
-            if overwrite and not same_run:
-                for path in [*(self.directory / name for name in OWNED_FILES), *self.directory.glob(SHARD_PATTERN)]:
-                    path.unlink(missing_ok=True)
-            atomic_write_text(run_file, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")
+            self._acquire(wait)
+            if overwrite:
+                self._clear()
+            else:
+                self._verify()  # again, under the lock: another run may have written meanwhile
+            atomic_write_text(self.directory / RUN_FILE, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")
             for path in self._files():
                 _repair(path)
         processes.barrier()
@@ -113,6 +166,46 @@ class RecordStore:
         for path in self._files():
             for record in _read(path):
                 self.records.setdefault(record_key(record), record)
+
+    def _acquire(self, wait: bool) -> None:
+        handle = os.open(self.directory, os.O_RDONLY)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(handle)
+            raise ConfigError(f"another advsuite run is writing to {str(self.directory)!r}; wait for it to finish "
+                              "(--wait does), or choose another --output") from None
+        self._lock = handle
+
+    def _clear(self) -> None:
+        """Remove everything the suite wrote here (and only that)."""
+        for name in SUITE_FILES:
+            (self.directory / name).unlink(missing_ok=True)
+        for pattern in SUITE_PATTERNS:
+            for path in self.directory.glob(pattern):
+                path.unlink(missing_ok=True)
+        for name in SUITE_DIRS:
+            shutil.rmtree(self.directory / name, ignore_errors=True)
+
+    def close(self, failed: bool = False) -> None:
+        """Release the directory. After a failure that left no record, remove what this run
+        created (its ``run.json``, and the directory if it made it and it is empty), so a run
+        that failed early does not claim the directory."""
+        if self.directory is None or self._lock is None:
+            return
+        try:
+            if failed and not any(path.stat().st_size for path in self._files()):
+                for path in self._files():
+                    path.unlink(missing_ok=True)
+                (self.directory / RUN_FILE).unlink(missing_ok=True)
+                if self._created and not any(self.directory.iterdir()):
+                    self.directory.rmdir()
+        finally:
+            os.close(self._lock)
+            self._lock = None
+
+    # ----------------------------------------------------------------------------------------
+    # Records.
 
     def has(self, kind: str, example_id: str, attack: str = "") -> bool:
         return (kind, attack, example_id) in self.records
@@ -180,7 +273,33 @@ def _read(path: Path) -> list[dict[str, Any]]:
     for number, line in enumerate(data[:end].splitlines(), start=1):
         if line.strip():
             try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                raise ConfigError(f"{str(path)!r} line {number} is not JSON ({error.msg}); use --overwrite") from error
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                raise ConfigError(f"{str(path)!r} line {number} is not JSON ({getattr(error, 'msg', error)}); "
+                                  "use --overwrite to start over") from error
+            if not _is_record(record):
+                raise ConfigError(f"{str(path)!r} line {number} is not an advsuite record; use --overwrite to start over")
+            records.append(record)
     return records
+
+
+def _is_record(record: Any) -> bool:
+    return (isinstance(record, dict) and record.get("kind") in RECORD_KINDS and isinstance(record.get("id"), str)
+            and isinstance(record.get("attack", ""), str))
+
+
+def describe_change(previous: dict[str, Any], current: dict[str, Any]) -> str:
+    """What differs between two run identities, in words (the model's weights, the examples...)."""
+    words = {"weights": "the model's weights changed", "examples": "the evaluated examples changed",
+             "fit_examples": "the adversary's fitting examples changed", "scoring": "the suite's scoring changed",
+             "attack_versions": "an attack's implementation changed"}
+    changed = sorted(key for key in set(previous) | set(current) if previous.get(key) != current.get(key))
+    parts = []
+    for key in changed:
+        if key in words:
+            parts.append(f"{words[key]} ({previous.get(key)!s:.40} then, {current.get(key)!s:.40} now)")
+        elif isinstance(previous.get(key), (dict, list)) or isinstance(current.get(key), (dict, list)):
+            parts.append(f"{key} differs")
+        else:
+            parts.append(f"{key}: {previous.get(key)!s:.40} then, {current.get(key)!s:.40} now")
+    return "; ".join(parts) or "it differs"

@@ -32,10 +32,24 @@ logger = logging.getLogger(__name__)
 
 
 def execute(prepared: PreparedTask) -> Results | None:
-    """Run (or resume) ``prepared``; write and return its results (``None`` off the main process)."""
+    """Run (or resume) ``prepared``; write and return its results (``None`` off the main process).
+
+    The output directory is locked while the task runs; a run that fails before recording
+    anything leaves the directory as it found it."""
+    store = prepared.store
+    store.open(prepared.options.overwrite, wait=prepared.options.wait)
+    try:
+        results = _execute(prepared)
+    except BaseException:
+        store.close(failed=True)
+        raise
+    store.close()
+    return results
+
+
+def _execute(prepared: PreparedTask) -> Results | None:
     store, processes = prepared.store, prepared.store.processes
     start = time.perf_counter()
-    store.open(prepared.options.overwrite)
     clean_start = time.perf_counter()
     # Every process scores every example in the same fixed chunks: the logits, and everything
     # fitted on them, are bit-identical in every process and to a one-process run.

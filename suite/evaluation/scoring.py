@@ -27,6 +27,9 @@ from suite.models.base import Classifier
 #: Rows per forward pass of the clean scoring (fixed, so results never depend on the task's
 #: batch size).
 SCORE_CHUNK = 64
+#: Bumped whenever records computed by this module would change (what correctness, robust or
+#: the clean pass mean): part of a run's identity, so records of an older scoring are not resumed.
+SCORING_VERSION = 2
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ Contract (see the design notes):
 from __future__ import annotations
 
 import hashlib
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -114,6 +115,26 @@ class Classifier(ABC):
         use it; views such as a temperature pass it through, so attacks never unwrap a model."""
         raise TypeError(f"{self.info.name} has no input embeddings to take gradients through")
 
+    def weights_hash(self) -> str:
+        """A content hash of the weights the model serves (run identity and results use it, so a
+        model retrained in place is never mistaken for the old one).
+
+        By default it hashes every ``nn.Module`` and :class:`Classifier` the instance holds (in
+        attributes, lists, tuples or dicts: the members of an ensemble). A classifier holding
+        neither gets a hash unique to this object, so its records are never resumed by
+        another process (override this to allow it)."""
+        parts = []
+        for name, value in sorted(vars(self).items()):
+            items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
+            for item in items:
+                if isinstance(item, nn.Module):
+                    parts.append(f"{name}:{weights_hash(item)}")
+                elif isinstance(item, Classifier) and item is not self:
+                    parts.append(f"{name}:{item.weights_hash()}")
+        if not parts:
+            return f"unhashed-{type(self).__qualname__}-{id(self):x}-{os.getpid()}"
+        return "sha256-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
     def predict(self, batch: Sequence[str] | torch.Tensor, batch_size: int = 64) -> torch.Tensor:
         """Predicted class ids for a batch of any size, computed in chunks."""
         predictions = [
@@ -134,6 +155,22 @@ class TorchClassifier(Classifier):
     @property
     def device(self) -> torch.device:
         return next(self.module.parameters()).device
+
+    def weights_hash(self) -> str:
+        cached = getattr(self, "_weights_hash", None)
+        if cached is None:
+            cached = self._weights_hash = weights_hash(self.module)
+        return cached
+
+
+def weights_hash(module: nn.Module) -> str:
+    """A content hash of a module's parameters and buffers (names, shapes, dtypes and values)."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        value = tensor.detach().to("cpu").contiguous()
+        digest.update(f"{name}:{tuple(value.shape)}:{value.dtype}".encode())
+        digest.update(value.view(-1).view(torch.uint8).numpy().tobytes() if value.numel() else b"")
+    return "sha256-" + digest.hexdigest()[:16]
 
 
 def resolve_device(device: torch.device | str | None = None) -> torch.device:

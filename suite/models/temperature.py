@@ -51,6 +51,9 @@ class TemperatureScaled(Classifier):
         ids, embeddings, logits = self.base.embedding_logits(texts)
         return ids, embeddings, logits / self.temperature
 
+    def weights_hash(self) -> str:
+        return self.base.weights_hash()
+
     def __getattr__(self, name: str) -> Any:
         # Model-specific helpers (a text model's ``tokenize``) pass through to the base.
         if name == "base":

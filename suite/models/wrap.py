@@ -11,24 +11,13 @@ when the weights are the same.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import torch
 from torch import nn
 
 from suite.errors import ConfigError
-from suite.models.base import ModelInfo
-
-
-def weights_hash(module: nn.Module) -> str:
-    """A content hash of a module's parameters and buffers (names, shapes, dtypes and values)."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
-        value = tensor.detach().to("cpu").contiguous()
-        digest.update(f"{name}:{tuple(value.shape)}:{value.dtype}".encode())
-        digest.update(value.view(-1).view(torch.uint8).numpy().tobytes() if value.numel() else b"")
-    return "sha256-" + digest.hexdigest()[:16]
+from suite.models.base import ModelInfo, weights_hash
 
 
 def from_module(module: nn.Module, *, input_size: Sequence[int], mean: Sequence[float] | None = None,
