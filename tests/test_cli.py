@@ -36,8 +36,10 @@ def test_evaluate_text_model_with_deepwordbug(tmp_path, capsys):
                     "--attacks", "deepwordbug", "--n", "20", "--output", str(out)) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["schema_version"] == 2 and results["seed"] == 0
+    weights = results["model"].pop("weights")
     assert results["model"] == {"spec": "builtin:sentiment-tiny", "name": "builtin:sentiment-tiny",
                                 "revision": SENTIMENT_VERSION, "temperature": 1.0}
+    assert weights.startswith("sha256-") and json.loads((out / "run.json").read_text())["weights"] == weights
     assert results["dataset"]["spec"] == "builtin:sentiment" and results["dataset"]["n"] == 20
     entry = results["attacks"]["deepwordbug"]
     assert 0.5 <= results["clean_accuracy"] <= 1.0
@@ -52,6 +54,8 @@ def test_evaluate_text_model_with_deepwordbug(tmp_path, capsys):
     attacked = [r for r in records if r["kind"] == "attack" and r["attack"] == "deepwordbug"]
     assert len(clean) == 20 and len(attacked) == sum(r["correct"] for r in clean)
     assert results["clean_accuracy"] == pytest.approx(sum(r["correct"] for r in clean) / 20)
+    low, high = results["clean_accuracy_ci"]
+    assert 0 <= low < results["clean_accuracy"] < high <= 1 and high - low > 0.2  # n = 20: a wide interval
     assert all(isinstance(r["adversarial"], str) for r in attacked)
     table = capsys.readouterr().out
     assert "deepwordbug" in table and "builtin:sentiment-tiny" in table
@@ -135,7 +139,7 @@ def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digitz"], "Did you mean: digits"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd"], "unknown attack 'pgd'"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd_linf", "--eps", "-0.1"],
-         "eps: Input should be greater than or equal to 0"),
+         "a radius must be a finite number >= 0, got '-0.1'"),
         (["--model", "builtin:sentiment-tiny", "--dataset", "builtin:sentiment", "--attacks", "deepwordbug",
           "--eps", "0.1"], "--eps does not apply to attack 'deepwordbug'"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "deepwordbug"],

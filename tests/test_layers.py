@@ -17,7 +17,7 @@ SUITE = Path(__file__).resolve().parents[1] / "suite"
 #: Layer of every top-level package or module of ``suite``; higher layers may import lower ones.
 LAYERS = {
     "errors": 0,
-    "registry": 1, "losses": 1, "threat": 1, "paths": 1, "seeding": 1, "launch": 1,
+    "registry": 1, "losses": 1, "threat": 1, "paths": 1, "seeding": 1, "launch": 1, "intervals": 1, "text": 1,
     "models": 2, "data": 2,
     "attacks": 3, "calibration": 3, "certify": 3, "report": 3,
     "evaluation": 4, "train": 4,

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from suite.data.base import Example
 from suite.errors import ConfigError, SuiteError, format_validation_error
@@ -62,6 +62,10 @@ class AttackOutput:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+#: Largest integer hyperparameter an attack accepts.
+MAX_COUNT = 10_000_000
+
+
 class InfeasibleError(SuiteError):
     """A distributional attack's aggregate does not fit its budget (raised by :meth:`Attack.aggregate`)."""
 
@@ -75,7 +79,9 @@ class Attack(BaseModel):
     defaults that do nothing.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Strict: ``steps: true`` or ``steps: 1e26`` is refused, not coerced (an int field takes
+    # integers only; a float field takes numbers).
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: ClassVar[str]
     modality: ClassVar[str]
@@ -84,6 +90,14 @@ class Attack(BaseModel):
     #: Bumped whenever a change to the attack changes what it finds for the same
     #: hyperparameters: part of a run's identity, so records of the old version are not resumed.
     version: ClassVar[int] = 1
+
+    @model_validator(mode="after")
+    def _sane_counts(self) -> Attack:
+        # Step, restart, query and target counts beyond this would run for years: a typo.
+        for field, value in self:
+            if isinstance(value, int) and not isinstance(value, bool) and value > MAX_COUNT:
+                raise ValueError(f"{field} = {value} is more than {MAX_COUNT:,}")
+        return self
 
     @property
     def threat(self) -> Threat:

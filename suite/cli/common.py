@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Sequence
 
 
@@ -16,18 +17,33 @@ def positive_int(text: str) -> int:
     return value
 
 
+def radii(text: str) -> float | list[float]:
+    """``--eps``: one radius, or several separated by commas; finite and >= 0."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number or comma-separated numbers, got {text!r}") from None
+        if not (value >= 0 and math.isfinite(value)):
+            raise argparse.ArgumentTypeError(f"a radius must be a finite number >= 0, got {part.strip()!r}")
+        values.append(value)
+    return values[0] if len(values) == 1 else values
+
+
 def print_report(results: Sequence, options, log_samples: bool = False) -> None:
     """The results table, the adversary table, illusion lines, and where the files are."""
     from suite.report.table import adversary_table, has_adversaries, results_table
+    from suite.text import printable
 
     print(results_table(results))
     if has_adversaries(results):
         print(f"\nrobust accuracy by adversary temperature (none = out of the box):\n{adversary_table(results)}")
     for result in results:
         if result.illusion is not None and result.illusion.flagged:
-            print(f"\nILLUSION OF ROBUSTNESS: {result.model.name} ({result.task}): "
+            print(f"\nILLUSION OF ROBUSTNESS: {printable(result.model.name)} ({result.task}): "
                   f"an aware adversary lowers robust accuracy by up to {100 * result.illusion.max_drop:.1f} pp")
     directories = [options.directory_for(result.task) for result in results]
-    print(f"\nresults: {', '.join(str(directory / 'results.json') for directory in directories)}")
+    print(f"\nresults: {', '.join(printable(directory / 'results.json') for directory in directories)}")
     if log_samples:
-        print(f"samples: {', '.join(str(directory / 'samples.md') for directory in directories)}")
+        print(f"samples: {', '.join(printable(directory / 'samples.md') for directory in directories)}")

@@ -38,7 +38,7 @@ def evaluate(
     dataset: DatasetLike,
     *,
     attacks: Iterable[str | Mapping[str, Any]] | None = None,
-    eps: float | None = None,
+    eps: float | Sequence[float] | None = None,
     n: int | None = None,
     split: str = "test",
     adversary: Sequence[str] | Mapping[str, Any] | AdversaryConfig | None = None,
@@ -58,7 +58,8 @@ def evaluate(
             images an N×C×H×W float tensor in [0, 1], or ``(texts, labels)`` with a list of strings.
         attacks: Attack names, or mappings ``{"name": ..., <hyperparameters>}``; default: the
             modality's default attacks.
-        eps: Perturbation budget for every listed attack (each must take one).
+        eps: Perturbation budget for every listed attack (each must take one); several radii
+            run every attack at each (one threat model per radius, and a robustness curve).
         n: Evaluate a seeded subsample of n examples.
         split: Dataset split (specs only).
         adversary: Text attacks: adversary temperatures, as kinds (``["none", "cal", "opt"]``)
@@ -99,18 +100,30 @@ def evaluate(
     return execute(prepare(task, options, model=classifier, eval_set=eval_set))
 
 
-def attack_configs(attacks: Iterable[str | Mapping[str, Any]] | None, eps: float | None,
+def attack_configs(attacks: Iterable[str | Mapping[str, Any]] | None, eps: float | Sequence[float] | None,
                    flag: str = "eps") -> list[dict[str, Any]]:
-    """Attack entries of a task, with ``eps`` set on each (refused for an attack without one)."""
+    """Attack entries of a task, with ``eps`` set on each (refused for an attack without one).
+
+    Several radii run every attack at each of them, labelled ``<attack>-eps<ε>`` (each radius is
+    its own threat model, with its own worst case).
+    """
+    radii = [] if eps is None else [eps] if isinstance(eps, (int, float)) else list(eps)
+    if len(set(radii)) != len(radii):
+        raise ConfigError(f"{flag} lists a radius twice")
     configs = []
     for item in attacks or ():
         config = {"name": item} if isinstance(item, str) else dict(item)
-        if eps is not None:
-            if "eps" not in ATTACKS.get(str(config.get("name"))).model_fields:
-                raise ConfigError(f"{flag} does not apply to attack {config.get('name')!r}")
-            config["eps"] = eps
-        configs.append(config)
-    if eps is not None and not configs:
+        if not radii:
+            configs.append(config)
+            continue
+        if "eps" not in ATTACKS.get(str(config.get("name"))).model_fields:
+            raise ConfigError(f"{flag} does not apply to attack {config.get('name')!r}")
+        for radius in radii:
+            labelled = {**config, "eps": radius}
+            if len(radii) > 1:
+                labelled["label"] = f"{config.get('label') or config.get('name')}-eps{radius:g}"
+            configs.append(labelled)
+    if radii and not configs:
         attacks_flag = "--attacks" if flag.startswith("--") else "attacks"
         raise ConfigError(f"{flag} needs {attacks_flag} (which attacks should it apply to?)")
     return configs

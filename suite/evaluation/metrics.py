@@ -10,6 +10,8 @@ threat model). Examples with clean correctness 0 are not attacked and count 0.
   over the attacked examples (the fraction of attacked examples broken, for a deterministic model);
 - worst case: per example, the minimum over point-wise attacks; averaged over all examples.
 
+Each comes with its 95% confidence interval (:mod:`suite.intervals`).
+
 Clean accuracy goes through the ``evaluate`` library (a metric defined here, so nothing is
 fetched from the Hub).
 """
@@ -21,6 +23,8 @@ from typing import Any
 
 import datasets
 import evaluate
+
+from suite.intervals import accuracy_interval
 
 Records = Mapping[str, Mapping[str, Any]]
 
@@ -60,8 +64,10 @@ def attack_metrics(clean: Sequence[Mapping[str, Any]], attacked: Records) -> dic
     results = [attacked[record["id"]] for record in targets]
     removed = [record["correct"] - result["robust"] for record, result in zip(targets, results)]
     mass, total_removed = sum(record["correct"] for record in targets), sum(removed)
+    per_example = [attacked[record["id"]]["robust"] if record["correct"] > 0 else 0.0 for record in clean]
     return {
         "robust_accuracy": sum(result["robust"] for result in results) / n if n else 0.0,
+        "robust_accuracy_ci": list(accuracy_interval(per_example)),
         "success_rate": total_removed / mass if mass else 0.0,
         "n_attacked": len(results),
         "mean_queries": sum(result["queries"] for result in results) / len(results) if results else 0.0,
@@ -86,6 +92,11 @@ def worst_case_robust_accuracy(clean: Sequence[Mapping[str, Any]], attacked: Seq
     if not clean:
         return 0.0
     return sum(_worst(record, attacked) for record in clean) / len(clean)
+
+
+def worst_case_interval(clean: Sequence[Mapping[str, Any]], attacked: Sequence[Records]) -> list[float]:
+    """95% interval of :func:`worst_case_robust_accuracy` (:func:`suite.intervals.accuracy_interval`)."""
+    return list(accuracy_interval([_worst(record, attacked) for record in clean]))
 
 
 def broken_only_by(clean: Sequence[Mapping[str, Any]], attacked: Mapping[str, Records]) -> dict[str, float]:

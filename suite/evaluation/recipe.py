@@ -33,6 +33,8 @@ from suite.errors import ConfigError
 from suite.models.config import ModelConfig
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+#: Task names and attack labels become directory and file names: keep them well under 255 bytes.
+NAME_LENGTH = 100
 #: Attacks run when a task names none.
 DEFAULT_ATTACKS = {"text": ("deepwordbug",), "image": ("pgd_linf",)}
 
@@ -52,7 +54,7 @@ class AttackConfig(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     #: Key of this attack in results and records; defaults to ``name``. Needed to run one
     #: attack twice in a task (say at two ε).
-    label: str | None = Field(None, pattern=NAME_PATTERN)
+    label: str | None = Field(None, pattern=NAME_PATTERN, max_length=NAME_LENGTH)
     #: Skip the attack, with a warning in results, when a resource it needs (WordNet, Hub
     #: weights) is missing, instead of failing the run.
     optional: bool = False
@@ -141,7 +143,7 @@ class TaskConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field("default", pattern=NAME_PATTERN)
+    name: str = Field("default", pattern=NAME_PATTERN, max_length=NAME_LENGTH)
     model: ModelConfig
     dataset: DatasetConfig
     #: Empty means the default attacks of the model's modality (:data:`DEFAULT_ATTACKS`).
@@ -187,6 +189,15 @@ class Sweep(BaseModel):
     batch_size: tuple[int, ...] = ()
     params: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _not_empty(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "batch_size" in data and not data["batch_size"]:
+            raise ValueError("sweep batch_size lists no batch size (remove it, or list at least one)")
+        if isinstance(data, dict) and not data.get("batch_size") and not data.get("params"):
+            raise ValueError("a sweep needs batch_size or params to sweep over")
+        return data
+
     @field_validator("batch_size")
     @classmethod
     def _positive(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
@@ -226,7 +237,7 @@ class Recipe(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: str = Field(pattern=NAME_PATTERN, max_length=NAME_LENGTH)
     description: str = ""
     seed: int = Field(0, ge=0)
     batch_size: int = Field(32, gt=0)

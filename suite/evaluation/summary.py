@@ -15,7 +15,14 @@ from suite import __version__
 from suite.calibration import calibration_metrics
 from suite.evaluation.adversary import temperature_of
 from suite.evaluation.illusion import illusion_findings
-from suite.evaluation.metrics import accuracy, attack_metrics, broken_only_by, worst_case_robust_accuracy
+from suite.evaluation.metrics import (
+    accuracy,
+    attack_metrics,
+    broken_only_by,
+    worst_case_interval,
+    worst_case_robust_accuracy,
+)
+from suite.intervals import accuracy_interval
 from suite.evaluation.prepare import PreparedTask
 from suite.evaluation.scoring import CleanScores
 from suite.report.results import (
@@ -53,11 +60,15 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
             budget=run.attack.budget(num_classes), **attack_metrics(clean_records, records),
             mean_confidence=sum(confidences) / len(confidences) if confidences else None,
             adversary=run.kind, base_attack=run.base, adversary_temperature=temperature_of(adversary, run),
+            attack=run.attack.name,
         )
     distributional = {
         run.key: _distributional_entry(run, clean_records, [by_run[run.key][ex.id] for ex in attacked], num_classes)
         for run in prepared.runs if run.attack.metric == "distributional"
     }
+    threat_models = _threat_models(prepared, clean_records, by_run)
+    one_threat = len(threat_models) <= 1
+    pointwise_records = [by_run[run.key] for run in pointwise]
     illusion = illusion_findings(attacks, prepared.adversary.threshold)
     for finding in illusion.findings:
         logger.warning("%s: illusion of robustness: %s", prepared.name, finding["message"])
@@ -67,14 +78,18 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         suite_version=__version__,
         created=now(),
         task=task.name,
-        model=ModelEntry(spec=info.spec, name=info.name, revision=info.revision, temperature=info.temperature),
+        model=ModelEntry(spec=info.spec, name=info.name, revision=info.revision, temperature=info.temperature,
+                         weights=prepared.model.weights_hash()),
         dataset=DatasetEntry(spec=eval_set.spec, split=eval_set.split, n=len(eval_set), size=eval_set.size,
                              fingerprint=eval_set.fingerprint, columns=dict(eval_set.columns)),
         seed=prepared.seed,
         clean_accuracy=accuracy([record["correct"] for record in clean_records]),
+        clean_accuracy_ci=list(accuracy_interval([record["correct"] for record in clean_records])),
         attacks=attacks,
-        worst_case_robust_accuracy=worst_case_robust_accuracy(clean_records, [by_run[run.key] for run in pointwise]),
-        threat_models=_threat_models(prepared, clean_records, by_run),
+        # Only within one threat: over several ε (or norms, or text levels) it would mix radii.
+        worst_case_robust_accuracy=worst_case_robust_accuracy(clean_records, pointwise_records) if one_threat else None,
+        worst_case_robust_accuracy_ci=worst_case_interval(clean_records, pointwise_records) if one_threat else None,
+        threat_models=threat_models,
         distributional=distributional,
         certificates={},
         broken_only_by=broken_only_by(clean_records, {run.key: by_run[run.key] for run in pointwise}),
@@ -106,7 +121,8 @@ def _threat_models(prepared: PreparedTask, clean: list[dict[str, Any]],
         threats[threat.label] = threat
     return {
         label: ThreatModelEntry(threat=threats[label], attacks=keys,
-                                worst_case_robust_accuracy=worst_case_robust_accuracy(clean, [by_run[k] for k in keys]))
+                                worst_case_robust_accuracy=worst_case_robust_accuracy(clean, [by_run[k] for k in keys]),
+                                worst_case_robust_accuracy_ci=worst_case_interval(clean, [by_run[k] for k in keys]))
         for label, keys in groups.items()
     }
 

@@ -1,4 +1,5 @@
-"""Plots written beside ``results.json``: the reliability diagram and the ``opt`` search Q(T)."""
+"""Plots written beside ``results.json``: the reliability diagram, the ``opt`` search Q(T), and
+robust accuracy against ε when a run evaluates several radii (``--eps 0.01,0.03,0.1``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 RELIABILITY_PNG = "reliability.png"
 OPT_SEARCH_PNG = "opt_search.png"
+CURVE_PNG = "robustness_curve.png"
 
 
 def write_plots(results: dict[str, Any], directory: Path) -> list[str]:
@@ -22,7 +24,58 @@ def write_plots(results: dict[str, Any], directory: Path) -> list[str]:
     if searches:
         _opt_search(results, searches, Path(directory) / OPT_SEARCH_PNG)
         written.append(OPT_SEARCH_PNG)
+    curves = robustness_curves(results)
+    if curves:
+        _robustness_curve(results, curves, Path(directory) / CURVE_PNG)
+        written.append(CURVE_PNG)
     return written
+
+
+def robustness_curves(results: dict[str, Any]) -> dict[str, dict[str, list[tuple[float, float, list | None]]]]:
+    """Per norm evaluated at two or more radii: per line (each attack and adversary, and the
+    worst case within each ε), the points (ε, robust accuracy, 95% interval), sorted by ε."""
+    curves: dict[str, dict[str, list]] = {}
+    for key, entry in (results.get("attacks") or {}).items():
+        threat = entry["threat"]
+        if threat.get("norm") is None or threat.get("eps") is None:
+            continue
+        line = entry.get("attack") or entry.get("base_attack") or key
+        line = line if entry.get("adversary", "none") == "none" else f"{line}@{entry['adversary']}"
+        curves.setdefault(threat["norm"], {}).setdefault(line, []).append(
+            (threat["eps"], entry["robust_accuracy"], entry.get("robust_accuracy_ci")))
+    for group in (results.get("threat_models") or {}).values():
+        threat = group["threat"]
+        if threat.get("norm") in curves and len(group["attacks"]) > 1:
+            curves[threat["norm"]].setdefault("worst case", []).append(
+                (threat["eps"], group["worst_case_robust_accuracy"], group.get("worst_case_robust_accuracy_ci")))
+    return {
+        norm: {line: sorted(points) for line, points in lines.items()}
+        for norm, lines in curves.items()
+        if len({eps for points in lines.values() for eps, _, _ in points}) >= 2
+    }
+
+
+def _robustness_curve(results: dict[str, Any], curves: dict[str, dict[str, list]], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(curves), figsize=(6 * len(curves), 4.2), squeeze=False)
+    for axis, (norm, lines) in zip(axes[0], sorted(curves.items())):
+        for line, points in sorted(lines.items(), key=lambda item: item[0] == "worst case"):
+            eps = [point[0] for point in points]
+            accuracy = [100 * point[1] for point in points]
+            # The worst case dashed and underneath, so an attack that is the worst case stays visible.
+            style = {"color": "black", "linestyle": "--", "linewidth": 2.5, "zorder": 1} if line == "worst case" else {"zorder": 2}
+            axis.plot(eps, accuracy, "o-" if line != "worst case" else "o", label=line, **style)
+            if all(point[2] for point in points):
+                axis.fill_between(eps, [100 * point[2][0] for point in points], [100 * point[2][1] for point in points],
+                                  alpha=0.12, **({"color": "black"} if line == "worst case" else {}))
+        axis.axhline(100 * results["clean_accuracy"], color="grey", linestyle=":", linewidth=1, label="clean")
+        axis.set(xlabel=f"ε ({norm})", ylabel="robust accuracy (%)", ylim=(0, 100),
+                 title=f"{results['model']['name']} on {results['dataset']['spec']} (n={results['dataset']['n']})")
+        axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 def _reliability(results: dict[str, Any], path: Path) -> None:

@@ -25,7 +25,7 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +34,9 @@ from suite.threat import Access, Metric, Threat
 
 SCHEMA_VERSION = 2
 Fraction = Field(ge=0.0, le=1.0)
+#: A 95% confidence interval [low, high] of an accuracy (:mod:`suite.intervals`); ``None`` in
+#: files written before intervals were recorded.
+Interval = Annotated[list[Annotated[float, Field(ge=0.0, le=1.0)]], Field(min_length=2, max_length=2)]
 TRACKED_PACKAGES = ("torch", "transformers", "timm", "textattack", "datasets", "evaluate", "accelerate", "numpy")
 
 
@@ -46,6 +49,8 @@ class ModelEntry(_Strict):
     name: str
     revision: str | None
     temperature: float = Field(gt=0)
+    #: Content hash of the weights evaluated (``None`` in older files).
+    weights: str | None = None
 
 
 class DatasetEntry(_Strict):
@@ -66,6 +71,7 @@ class AttackEntry(_Strict):
     params: dict[str, Any]
     budget: dict[str, Any]
     robust_accuracy: float = Fraction
+    robust_accuracy_ci: Interval | None = None
     success_rate: float = Fraction
     n_attacked: int = Field(ge=0)
     mean_queries: float = Field(ge=0)
@@ -77,6 +83,8 @@ class AttackEntry(_Strict):
     adversary: str = "none"
     base_attack: str | None = None
     adversary_temperature: float = Field(1.0, gt=0)
+    #: Registered name of the attack (``pgd_linf``); the key may be a label (``pgd_linf-eps0.03``).
+    attack: str | None = None
 
 
 class DistributionalEntry(_Strict):
@@ -102,6 +110,7 @@ class ThreatModelEntry(_Strict):
     threat: Threat
     attacks: list[str]
     worst_case_robust_accuracy: float = Fraction
+    worst_case_robust_accuracy_ci: Interval | None = None
 
 
 class IllusionEntry(_Strict):
@@ -132,10 +141,14 @@ class Results(_Strict):
     dataset: DatasetEntry
     seed: int
     clean_accuracy: float = Fraction
+    clean_accuracy_ci: Interval | None = None
     #: Point-wise attacks (each example in its own ball), keyed by label (and ``@cal``/``@opt``).
     attacks: dict[str, AttackEntry]
     #: Per example, the minimum over point-wise attacks (and the clean correctness); averaged.
-    worst_case_robust_accuracy: float = Fraction
+    #: ``None`` when the attacks span more than one threat (norms, radii or text levels): a
+    #: worst case is only ever taken within one threat (see ``threat_models``).
+    worst_case_robust_accuracy: float | None = Fraction
+    worst_case_robust_accuracy_ci: Interval | None = None
     #: Point-wise attacks grouped by threat (:attr:`Threat.label`: ``linf eps=0.03``,
     #: ``character-level``...) with the worst case within each group: what a leaderboard entry
     #: reports.

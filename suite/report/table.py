@@ -5,21 +5,42 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from suite.report.results import Results
+from suite.text import printable
+
+
+def percent(value: float | None, interval: Sequence[float] | None = None) -> str:
+    """``61.0%`` or, with its 95% interval, ``61.0% [54.2, 67.5]``."""
+    if value is None:
+        return "-"
+    if not interval:
+        return f"{100 * value:.1f}%"
+    return f"{100 * value:.1f}% [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]"
 
 
 def results_table(results: Sequence[Results]) -> str:
-    """One row per (task, attack) and a worst-case row per task; accuracies in percent."""
-    header = ("task", "model", "dataset", "n", "clean acc", "attack", "robust acc", "success", "queries", "seconds")
+    """One row per (task, attack), grouped by threat model (norm and ε, or text level), and a
+    worst-case row per threat model; accuracies in percent with their 95% intervals."""
+    header = ("task", "model", "dataset", "n", "clean acc [95% CI]", "threat", "attack", "robust acc [95% CI]",
+              "success", "queries", "seconds")
     rows = []
     for result in results:
         common = (result.task, result.model.name, f"{result.dataset.spec}:{result.dataset.split}", str(result.dataset.n),
-                  f"{100 * result.clean_accuracy:.1f}%")
-        for name, entry in result.attacks.items():
-            rows.append((*common, name, f"{100 * entry.robust_accuracy:.1f}%", f"{100 * entry.success_rate:.1f}%",
+                  percent(result.clean_accuracy, result.clean_accuracy_ci))
+        groups = result.threat_models or {"": None}
+        for label, group in groups.items():
+            keys = group.attacks if group is not None else list(result.attacks)
+            for key in keys:
+                entry = result.attacks[key]
+                rows.append((*common, label or entry.threat.label, key,
+                             percent(entry.robust_accuracy, entry.robust_accuracy_ci),
+                             f"{100 * entry.success_rate:.1f}%", f"{entry.mean_queries:.1f}", f"{entry.seconds:.1f}"))
+            if group is not None and len(keys) > 1:
+                rows.append((*common, label, "worst case",
+                             percent(group.worst_case_robust_accuracy, group.worst_case_robust_accuracy_ci), "", "", ""))
+        for key, entry in result.distributional.items():
+            rows.append((*common, entry.threat.label, f"{key} (distributional)", percent(entry.accuracy), "",
                          f"{entry.mean_queries:.1f}", f"{entry.seconds:.1f}"))
-        if len(result.attacks) > 1:
-            rows.append((*common, "worst case", f"{100 * result.worst_case_robust_accuracy:.1f}%", "", "", ""))
-    return format_rows(header, rows)
+    return format_rows(header, [[printable(cell) for cell in row] for row in rows])
 
 
 def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -61,7 +82,7 @@ def adversary_table(results: Sequence[Results]) -> str:
     if not rows:
         return ""
     header = list(rows[0])
-    return format_rows(header, [[row[column] for column in header] for row in rows])
+    return format_rows(header, [[printable(row[column]) for column in header] for row in rows])
 
 
 def has_adversaries(results: Sequence[Results]) -> bool:

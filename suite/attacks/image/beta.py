@@ -62,9 +62,19 @@ class BETA(GradientAttack):
         if name is None:
             return None
         found = getattr(torch.optim, name, None)
+        choices = ", ".join(("RMSprop", "Adam", "SGD", "Adagrad"))
         if not (isinstance(found, type) and issubclass(found, torch.optim.Optimizer)) or name == "Optimizer":
-            choices = ", ".join(("RMSprop", "Adam", "SGD", "Adagrad"))
             raise ValueError(f"unknown optimizer {name!r} (a torch.optim class, such as {choices})")
+        # Take one step on a dense gradient, as the attack will: optimisers that need a closure
+        # (LBFGS) or sparse gradients (SparseAdam) fail here, before any file is written.
+        probe = torch.zeros(2, requires_grad=True)
+        probe.grad = torch.ones(2)
+        try:
+            found([probe], lr=0.1).step()
+        except Exception as error:  # noqa: BLE001 - any failure means it cannot run the attack
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ValueError(f"optimizer {name!r} cannot take a plain step on a dense gradient ({first}); "
+                             f"use one such as {choices}") from None
         return name
 
     @property

@@ -1,0 +1,276 @@
+"""No silent wrong numbers, no lost files: run identity, the output directory, intervals, ε sweeps.
+
+- a model retrained in place, or a data file edited in place, is refused, never mixed;
+- two runs on one directory: one refuses (or waits), and no record is written twice;
+- ``--overwrite`` recovers a directory with corrupt records and clears only what the suite wrote;
+- a directory holding files the suite did not write is refused;
+- a run that fails before recording anything leaves nothing behind;
+- ``--eps`` with several radii: a worst case per radius, never across radii, and the curve;
+- every accuracy carries its 95% interval; printed names are stripped of terminal controls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from suite.cli.main import main
+from suite.intervals import accuracy_interval, bootstrap_interval, wilson_interval
+
+REPO = Path(__file__).resolve().parents[1]
+DIGITS = ("--dataset", "builtin:digits")
+
+
+def advsuite(*args: str) -> int:
+    with pytest.raises(SystemExit) as caught:
+        main([str(arg) for arg in args])
+    return caught.value.code
+
+
+def records_of(directory: Path) -> list[dict]:
+    return [json.loads(line) for line in (directory / "records.jsonl").read_text().splitlines()]
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.startswith("advsuite: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.fixture
+def digits_dir(tmp_path, digits_model) -> Path:
+    """A private copy of the built-in digits CNN as a ``timm:<dir>`` model (free to retrain)."""
+    target = tmp_path / "digits-model"
+    shutil.copytree(digits_model.info.extra["path"], target, ignore=shutil.ignore_patterns("DONE"))
+    return target
+
+
+def test_model_retrained_in_place_is_refused_never_mixed(tmp_path, digits_dir, capsys):
+    from safetensors.torch import load_file, save_file
+
+    out = tmp_path / "out"
+    command = ("evaluate", "--model", f"timm:{digits_dir}", *DIGITS, "--attacks", "fgm_linf", "--eps", "0.05",
+               "--n", "24", "--output", out)
+    assert advsuite(*command) == 0
+    first = json.loads((out / "results.json").read_text())
+    records = (out / "records.jsonl").read_text()
+    # "Retrain" in place: the same files, other weights (the head's bias shifted toward class 0).
+    weights = digits_dir / "model.safetensors"
+    tensors = load_file(weights)
+    bias = next(name for name in tensors if name.endswith("bias") and tensors[name].shape == (10,))
+    tensors[bias] = tensors[bias] + 10.0 * torch.nn.functional.one_hot(torch.tensor(0), 10)
+    save_file(tensors, weights)
+    capsys.readouterr()
+    assert advsuite(*command) == 2
+    assert "the model's weights changed" in one_error_line(capsys)
+    assert (out / "records.jsonl").read_text() == records  # nothing mixed in
+    assert advsuite(*command, "--overwrite") == 0
+    second = json.loads((out / "results.json").read_text())
+    assert second["model"]["weights"] != first["model"]["weights"]
+    clean = [record for record in records_of(out) if record["kind"] == "clean"]
+    assert second["clean_accuracy"] == pytest.approx(sum(record["correct"] for record in clean) / len(clean))
+    # Every number of the new results comes from the new weights: the clean pass agrees with calibration.
+    assert second["calibration"]["accuracy"] == pytest.approx(second["clean_accuracy"])
+    assert second["clean_accuracy"] < first["clean_accuracy"]  # the shifted head predicts 0 far too often
+
+
+def test_data_file_edited_in_place_is_refused(tmp_path, capsys):
+    data = tmp_path / "reviews.csv"
+    rows = ["a wonderful, moving film", "dull and far too long", "great acting and a clever plot",
+            "a boring mess", "i loved every minute", "awful script"]
+    data.write_text("text,label\n" + "".join(f'"{row}",{i % 2 == 0 and 1 or 0}\n' for i, row in enumerate(rows)))
+    out = tmp_path / "out"
+    command = ("evaluate", "--model", "builtin:sentiment-tiny", "--dataset", f"hf:{data}", "--attacks", "deepwordbug",
+               "--adversary", "none", "--output", out)
+    assert advsuite(*command) == 0
+    data.write_text(data.read_text().replace("dull", "lively"))
+    capsys.readouterr()
+    assert advsuite(*command) == 2
+    assert "the evaluated examples changed" in one_error_line(capsys)
+
+
+SLOW_RECIPE = """
+name: slow
+batch_size: 8
+tasks:
+  - name: vision
+    model: builtin:digits-cnn
+    dataset: {spec: builtin:digits, n: 48}
+    attacks: [{name: pgd_linf, eps: 0.01, steps: 300}]
+"""
+
+
+def _run_process(recipe: Path, out: Path, *extra: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "suite", "run", str(recipe), "--output", str(out), *extra]
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+@pytest.mark.slow
+def test_two_runs_on_one_directory_one_refuses_one_waits_no_record_twice(tmp_path, digits_model):
+    recipe = tmp_path / "slow.yaml"
+    recipe.write_text(SLOW_RECIPE)
+    out = tmp_path / "out"
+    first = _run_process(recipe, out)
+    deadline = time.monotonic() + 120
+    while not (out / "vision" / "records.jsonl").exists():  # the first run holds the lock once it records
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    second = _run_process(recipe, out)
+    waiting = _run_process(recipe, out, "--wait")
+    _, second_err = second.communicate(timeout=300)
+    assert first.poll() is None, "the first run finished too soon for this test to mean anything"
+    assert second.returncode == 2, second_err
+    assert second_err.count("\n") == 1 and "another advsuite run is writing to" in second_err
+    assert first.wait(timeout=600) == 0
+    assert waiting.wait(timeout=600) == 0, waiting.communicate()
+    records = records_of(out / "vision")
+    keys = [(record["kind"], record.get("attack", ""), record["id"]) for record in records]
+    clean = [record for record in records if record["kind"] == "clean"]
+    assert len(keys) == len(set(keys)) == 48 + sum(record["correct"] > 0 for record in clean)
+
+
+def test_overwrite_recovers_corrupt_records_and_run_file(tmp_path, capsys):
+    out = tmp_path / "out"
+    command = ("evaluate", "--model", "builtin:digits-cnn", *DIGITS, "--attacks", "fgm_linf", "--n", "12",
+               "--output", out)
+    assert advsuite(*command) == 0
+    good = (out / "records.jsonl").read_text()
+    for garbage, message in (("not json at all\n", "line 13 is not JSON"),
+                             ('{"valid": "json", "but": "no record"}\n', "line 13 is not an advsuite record"),
+                             ("[1, 2, 3]\n", "line 13 is not an advsuite record")):
+        lines = good.splitlines(keepends=True)
+        (out / "records.jsonl").write_text("".join([*lines[:12], garbage, *lines[12:]]))
+        capsys.readouterr()
+        assert advsuite(*command) == 2
+        err = one_error_line(capsys)
+        assert message in err and "--overwrite" in err
+        assert advsuite(*command, "--overwrite") == 0
+        assert len(records_of(out)) == len(good.splitlines())
+        good = (out / "records.jsonl").read_text()
+    (out / "run.json").write_bytes(b"\x00\xff garbage")
+    capsys.readouterr()
+    assert advsuite(*command) == 2
+    assert "cannot read" in one_error_line(capsys)
+    assert advsuite(*command, "--overwrite") == 0
+    assert json.loads((out / "run.json").read_text())["weights"].startswith("sha256-")
+
+
+def test_foreign_directory_is_refused_and_overwrite_keeps_foreign_files(tmp_path, capsys):
+    out = tmp_path / "theirs"
+    out.mkdir()
+    (out / "results.json").write_text('{"their": "numbers"}')
+    (out / "samples.md").write_text("their notes\n")
+    (out / "notes.txt").write_text("keep me\n")
+    command = ("evaluate", "--model", "builtin:digits-cnn", *DIGITS, "--attacks", "fgm_linf", "--n", "8",
+               "--output", out)
+    assert advsuite(*command) == 2
+    err = one_error_line(capsys)
+    assert "holds files advsuite did not write" in err and "'notes.txt'" in err
+    assert (out / "results.json").read_text() == '{"their": "numbers"}' and not (out / "run.json").exists()
+    assert advsuite(*command, "--overwrite") == 0
+    assert (out / "notes.txt").read_text() == "keep me\n"
+    assert not (out / "samples.md").exists()  # a file of the name advsuite writes: replaced (asked for)
+    assert json.loads((out / "results.json").read_text())["schema_version"] == 2
+
+
+def test_overwrite_with_another_configuration_clears_old_samples(tmp_path):
+    out = tmp_path / "out"
+    assert advsuite("evaluate", "--model", "builtin:digits-cnn", *DIGITS, "--attacks", "fgm_linf", "--n", "6",
+                    "--output", out, "--log-samples") == 0
+    assert (out / "samples.md").exists() and list((out / "samples").rglob("*.png"))
+    assert advsuite("evaluate", "--model", "builtin:digits-cnn", *DIGITS, "--attacks", "pgd_linf", "--n", "6",
+                    "--output", out, "--overwrite") == 0
+    assert not (out / "samples.md").exists() and not (out / "samples").exists()
+    assert {record.get("attack") for record in records_of(out)} == {None, "pgd_linf"}
+
+
+def test_a_run_failing_before_any_record_leaves_nothing(tmp_path):
+    import suite
+
+    class Flaky(torch.nn.Module):
+        """Answers the one probe that reads its class count, then fails (a broken model)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 3)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            if self.calls > 1:
+                raise RuntimeError("device lost")
+            return self.linear(x.flatten(1))
+
+    out = tmp_path / "new" / "out"
+    with pytest.raises(RuntimeError, match="device lost"):
+        suite.evaluate(Flaky(), (torch.rand(4, 1, 2, 2), torch.tensor([0, 1, 2, 0])), attacks=["fgm_linf"],
+                       output=out)
+    assert not out.exists()
+
+
+def test_eps_list_gives_a_worst_case_per_radius_and_the_curve(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert advsuite("evaluate", "--model", "builtin:digits-cnn", *DIGITS, "--attacks", "fgm_linf,pgd_linf",
+                    "--eps", "0.01,0.03", "--n", "24", "--output", out) == 0
+    table = capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())
+    assert sorted(results["attacks"]) == ["fgm_linf-eps0.01", "fgm_linf-eps0.03", "pgd_linf-eps0.01",
+                                          "pgd_linf-eps0.03"]
+    assert {entry["attack"] for entry in results["attacks"].values()} == {"fgm_linf", "pgd_linf"}
+    assert sorted(results["threat_models"]) == ["linf eps=0.01", "linf eps=0.03"]
+    assert results["worst_case_robust_accuracy"] is None  # never across radii
+    for group in results["threat_models"].values():
+        members = [results["attacks"][key] for key in group["attacks"]]
+        assert {entry["threat"]["eps"] for entry in members} == {group["threat"]["eps"]}
+        assert group["worst_case_robust_accuracy"] <= min(entry["robust_accuracy"] for entry in members)
+    assert "robustness_curve.png" in results["plots"] and (out / "robustness_curve.png").stat().st_size > 1000
+    assert "linf eps=0.01" in table and "linf eps=0.03" in table and table.count("worst case") == 2
+
+
+def test_wilson_and_bootstrap_intervals():
+    # Wilson (1927) for 24/40, as tabulated (e.g. statsmodels' proportion_confint(method="wilson")).
+    low, high = wilson_interval(24, 40)
+    assert low == pytest.approx(0.44596, abs=1e-5) and high == pytest.approx(0.73652, abs=1e-5)
+    assert wilson_interval(0, 40)[0] == 0.0 and 0.08 < wilson_interval(0, 40)[1] < 0.09
+    assert accuracy_interval([1.0] * 24 + [0.0] * 16) == (low, high)
+    # Fractional correctness: a seeded bootstrap, the same every time, around the mean.
+    values = [0.5, 0.25, 1.0, 0.0] * 10
+    interval = accuracy_interval(values)
+    assert interval == bootstrap_interval(values) and interval[0] < sum(values) / 40 < interval[1]
+    # ±~15 pp at n = 40, as the README says.
+    assert 0.25 < high - low < 0.32
+
+
+def test_results_carry_intervals_that_contain_the_accuracy(tmp_path):
+    import suite
+
+    results = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=["fgm_linf"], eps=0.03, n=30)
+    assert results.clean_accuracy_ci[0] <= results.clean_accuracy <= results.clean_accuracy_ci[1]
+    entry = results.attacks["fgm_linf"]
+    assert entry.robust_accuracy_ci[0] <= entry.robust_accuracy <= entry.robust_accuracy_ci[1]
+    assert list(entry.robust_accuracy_ci) == list(wilson_interval(round(entry.robust_accuracy * 30), 30))
+    assert results.worst_case_robust_accuracy_ci == entry.robust_accuracy_ci
+
+
+def test_printed_names_carry_no_terminal_controls(tmp_path, capsys):
+    import suite
+    from suite.cli.common import print_report
+    from suite.evaluation.options import RunOptions
+    from suite.models.wrap import from_module
+
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    model = from_module(net, input_size=(1, 2, 2), name="evil\x1b[2J\x1b]0;pwned\x07\u202etxt.exe")
+    results = suite.evaluate(model, (torch.rand(6, 1, 2, 2), torch.tensor([0, 1] * 3)), attacks=["fgm_linf"])
+    print_report([results], RunOptions(output=tmp_path / "o\x1b[31m"))
+    printed = capsys.readouterr().out
+    assert "evil\\x1b[2J" in printed and "\\u202etxt.exe" in printed
+    assert not any(char in printed for char in "\x1b\x07\u202e")
