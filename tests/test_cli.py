@@ -145,7 +145,7 @@ def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "deepwordbug"],
          "attack 'deepwordbug' works on text"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--split", "dev"], "no split 'dev'"),
-        (["--model", "hf:/nonexistent/model-dir", "--dataset", "builtin:sentiment"], "cannot load hf model"),
+        (["--model", "hf:/nonexistent/model-dir", "--dataset", "builtin:sentiment"], "model directory '/nonexistent/model-dir' does not exist"),
         (["--model", "builtin:sentiment-tiny", "--dataset", "hf:{csv_missing_column}"], "columns are: body, label"),
         (["--model", "builtin:sentiment-tiny", "--dataset", "hf:{csv_bad_label}"], "out of range"),
     ],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from suite.cli.common import positive_int, print_report
+from suite.cli.common import positive_int, print_report, radii
 
 EPILOG = """examples:
   advsuite evaluate --model builtin:sentiment-tiny --attacks deepwordbug --limit 20 --log-samples
@@ -27,7 +27,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--n", "--limit", dest="n", type=positive_int, metavar="N",
                         help="quick run: evaluate a seeded subsample of N examples (--limit is lm-eval's name for it)")
     parser.add_argument("--attacks", help="comma-separated attack names (default: deepwordbug for text, pgd_linf for images)")
-    parser.add_argument("--eps", type=float, help="perturbation budget for every attack that takes one")
+    parser.add_argument("--eps", type=radii, metavar="EPS[,EPS...]",
+                        help="perturbation budget for every listed attack; several (--eps 0.01,0.03,0.1) run every "
+                        "attack at each, with a worst case per radius and a plot of robust accuracy vs eps")
     parser.add_argument("--adversary", help="text attacks: comma-separated adversary temperatures among none, cal, opt "
                         "(default none,cal; cal/opt are fitted on --adversary-split)")
     parser.add_argument("--adversary-split", help="labelled split to fit adversary temperatures on "
@@ -45,7 +47,12 @@ def add_parser(subparsers) -> None:
                         "(text, or PNG files of images under samples/)")
     model = parser.add_argument_group("model options")
     model.add_argument("--revision", help="Hub revision of an hf: model")
-    model.add_argument("--checkpoint", help="safetensors weights for a timm: model")
+    model.add_argument("--checkpoint", help="safetensors weights for a timm:<architecture> model")
+    model.add_argument("--num-classes", type=positive_int, metavar="N",
+                       help="timm: classes of the --checkpoint model (default: read from the checkpoint)")
+    model.add_argument("--allow-pickle", action="store_true",
+                       help="also load pickled weights (pytorch_model.bin, .pt, .pth, .ckpt). UNSAFE: unpickling "
+                       "runs arbitrary code; only for files you trust (default: safetensors only)")
     model.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=True,
                        help="timm: load the named pretrained weights from the Hub (default: yes)")
     model.add_argument("--temperature", type=float, default=1.0, help="served (design) temperature T: logits / T")
@@ -70,7 +77,8 @@ def build_task(args: argparse.Namespace):
     names = [name.strip() for name in (args.attacks or "").split(",") if name.strip()]
     configs = attack_configs(names, args.eps, flag="--eps")
     model = {
-        "spec": args.model, "revision": args.revision, "checkpoint": args.checkpoint, "pretrained": args.pretrained, "temperature": args.temperature,
+        "spec": args.model, "revision": args.revision, "checkpoint": args.checkpoint, "num_classes": args.num_classes,
+        "allow_pickle": args.allow_pickle, "pretrained": args.pretrained, "temperature": args.temperature,
         "trust_remote_code": args.trust_remote_code, "device": args.device,
     }
     dataset = {

@@ -170,7 +170,9 @@ class TaskConfig(BaseModel):
 
     def identity(self, seed: int) -> dict[str, Any]:
         """Everything that determines this task's results (batch size does not)."""
-        return {"seed": seed, **self.model_dump(mode="json", exclude={"batch_size", "name"})}
+        # allow_pickle decides only whether a file may be read, not what the numbers are.
+        return {"seed": seed, **self.model_dump(mode="json", exclude={"batch_size": True, "name": True,
+                                                                      "model": {"allow_pickle"}})}
 
     def fingerprint(self, seed: int) -> str:
         return hashlib.sha256(json.dumps(self.identity(seed), sort_keys=True).encode()).hexdigest()[:16]

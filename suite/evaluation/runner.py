@@ -95,6 +95,8 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, temperature: float) -> 
     store, model = prepared.store, prepared.model
     view = adversary_view(model, temperature)
     pending = [ex for ex in store.processes.shard(prepared.attacked()) if not store.has("attack", ex.id, run.key)]
+    if pending:  # a line per pass, for logs where no progress bar is drawn (not a terminal)
+        logger.info("%s: %s (%s) on %d example(s)", prepared.name, run.key, run.attack.threat.label, len(pending))
     with tqdm(total=len(pending), desc=run.key, unit="ex", disable=None, leave=False) as progress:
         for start in range(0, len(pending), prepared.batch_size):
             batch = pending[start : start + prepared.batch_size]

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from suite.data.base import InputSpec
+from suite.errors import ConfigError
 
 Modality = Literal["text", "image"]
 
@@ -174,13 +175,16 @@ def weights_hash(module: nn.Module) -> str:
 
 
 def resolve_device(device: torch.device | str | None = None) -> torch.device:
-    """The requested device, else CUDA when present, else the CPU.
+    """The requested device, checked to exist here, else CUDA when present, else the CPU.
 
     Under a multi-process launch (``accelerate launch``, ``torchrun``) the default CUDA device is
     the process's own, ``cuda:$LOCAL_RANK``.
+
+    Raises:
+        ConfigError: ``device`` names no device, or one this machine does not have.
     """
     if device is not None:
-        return torch.device(device)
+        return _existing_device(device)
     if not torch.cuda.is_available():
         return torch.device("cpu")
     from suite.launch import launch
@@ -189,13 +193,45 @@ def resolve_device(device: torch.device | str | None = None) -> torch.device:
     return torch.device(f"cuda:{place.local_rank}" if place.several else "cuda")
 
 
-def local_revision(directory: Path) -> str:
-    """A content fingerprint for a local model directory (weights names, sizes; config text)."""
+def _existing_device(device: torch.device | str) -> torch.device:
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ConfigError(f"device {str(device)!r} is not a device: use cpu, cuda or cuda:<index>") from error
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"device {str(device)!r}: CUDA is not available on this machine: use --device cpu")
+        count = torch.cuda.device_count()
+        if parsed.index is not None and parsed.index >= count:
+            raise ConfigError(f"device {str(device)!r}: this machine has {count} CUDA device(s), "
+                              f"cuda:0 to cuda:{count - 1}")
+    elif parsed.type != "cpu":
+        try:  # mps, xpu...: the backend itself knows whether the device is there
+            torch.empty(0, device=parsed)
+        except (RuntimeError, AssertionError) as error:
+            raise ConfigError(f"device {str(device)!r} is not available on this machine: use --device cpu") from error
+    return parsed
+
+
+#: Files in a local model directory that do not decide its outputs (docs, VCS metadata).
+_NOT_WEIGHTS = (".md", ".lock")
+
+
+def local_revision(path: Path) -> str:
+    """A content hash of local weights: a weights file, or every file of a model directory.
+
+    A directory's fingerprint covers the name and bytes of each top-level file (weights,
+    config, tokenizer), hidden files and docs aside, so a model retrained or edited in place
+    gets a new revision. Files are streamed, never read whole.
+    """
     digest = hashlib.sha256()
-    for path in sorted(directory.iterdir()):
-        if path.is_file():
-            digest.update(path.name.encode())
-            digest.update(str(path.stat().st_size).encode())
-            if path.suffix == ".json":
-                digest.update(path.read_bytes())
+    files = [path] if path.is_file() else sorted(
+        item for item in path.iterdir()
+        if item.is_file() and not item.name.startswith(".") and not item.name.endswith(_NOT_WEIGHTS)
+    )
+    for item in files:
+        digest.update(f"{item.name}:{item.stat().st_size}:".encode())
+        with open(item, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
     return "local-" + digest.hexdigest()[:12]

@@ -6,24 +6,29 @@
 - ``builtin:digits-cnn``: timm's ``test_resnet`` architecture (0.37 M parameters), one input
   channel, trained on ``builtin:digits`` (1×32×32).
 
-Both train in seconds on two CPU cores, are saved with safetensors under
-``$ADVSUITE_CACHE/models/<name>-<version>`` and are loaded back through the same code as
-``hf:<dir>`` and ``timm:<dir>``. Training runs once per cache; the directory appears
-atomically, so concurrent processes never read a half-written model.
+Both train in seconds, in a process of their own with pinned CPU kernels (:func:`training_env`,
+:func:`pinned_training`), so one torch version gives the same weights on every machine. They
+are saved with safetensors under ``$ADVSUITE_CACHE/models/<name>-<version>`` and are loaded
+back through the same code as ``hf:<dir>`` and ``timm:<dir>``. Training runs once per cache;
+the directory appears atomically, so concurrent processes never read a half-written model.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import platform
 import shutil
+import subprocess
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from suite.models.base import Classifier, ModelInfo
+from suite.models.base import Classifier, ModelInfo, resolve_device
 from suite.models.config import ModelConfig
 from suite.models.registry import BUILTIN_MODELS  # entries are registered lazily there
 from suite.paths import cache_dir
@@ -31,17 +36,20 @@ from suite.paths import cache_dir
 logger = logging.getLogger(__name__)
 
 # Bump a version when its training recipe changes, so stale caches are not reused.
-SENTIMENT_VERSION = "v2"  # v2: trained without the validation split
-DIGITS_VERSION = "v1"
+SENTIMENT_VERSION = "v3"  # v2: trained without the validation split; v3: pinned kernels
+DIGITS_VERSION = "v2"  # v2: pinned kernels (training_env, pinned_training)
 TRAIN_SEED = 0
+TRAIN_THREADS = 1  # see training_env()
 
 
 def load_builtin(name: str, config: ModelConfig) -> Classifier:
     """``builtin:<name>`` → the trained (and cached) built-in model."""
-    return BUILTIN_MODELS.get(name)(config)
+    loader = BUILTIN_MODELS.get(name)
+    resolve_device(config.device)  # a bad device fails before a first use trains
+    return loader(config)
 
 
-def _cached(name: str, train: Callable[[Path], None]) -> Path:
+def _cached(name: str, recipe: str) -> Path:
     """The cache dir of a built-in model, training it into a temp dir and renaming on first use."""
     target = cache_dir("models") / name
     if (target / "DONE").exists():
@@ -49,9 +57,7 @@ def _cached(name: str, train: Callable[[Path], None]) -> Path:
     logger.info("training %s (first use; cached in %s)", name, target)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(TRAIN_SEED)
-            train(staging)
+        _train_pinned(recipe, staging)
         (staging / "DONE").write_text("ok\n")
         try:
             os.replace(staging, target)
@@ -61,6 +67,60 @@ def _cached(name: str, train: Callable[[Path], None]) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def training_env() -> dict[str, str]:
+    """Environment that fixes the CPU kernels a training process uses.
+
+    One thread: a float sum's order, hence the weights, depends on how many threads split it
+    (under ``OMP_NUM_THREADS=1`` and ``=2`` the same recipe gave two models). On x86-64, the
+    AVX2 code paths of ATen, MKL (conditional numerical reproducibility) and oneDNN, whatever
+    the CPU offers beyond them: with torch's default, an AVX-512 host and an AVX2 laptop train
+    different weights. These are read when the libraries load, hence a fresh process.
+    """
+    env = {"OMP_NUM_THREADS": str(TRAIN_THREADS), "MKL_NUM_THREADS": str(TRAIN_THREADS), "CUDA_VISIBLE_DEVICES": ""}
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        env |= {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    return env
+
+
+def _train_pinned(recipe: str, directory: Path) -> None:
+    """Run a training recipe in a fresh process under :func:`training_env` and :func:`pinned_training`."""
+    root = str(Path(__file__).resolve().parents[2])  # the directory holding the suite package
+    env = {**os.environ, **training_env()}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    code = f"from suite.models.builtin import train_recipe; train_recipe({recipe!r}, {str(directory)!r})"
+    result = subprocess.run([sys.executable, "-c", code], env=env, check=False)
+    if result.returncode != 0:
+        raise RuntimeError(f"training built-in recipe {recipe!r} failed (exit {result.returncode}); "
+                           "see its output above")
+
+
+def train_recipe(recipe: str, directory: str) -> None:
+    """Entry point of the training process: one recipe of :data:`RECIPES` into ``directory``."""
+    with pinned_training():
+        RECIPES[recipe](Path(directory))
+
+
+@contextmanager
+def pinned_training() -> Iterator[None]:
+    """Fix what decides trained weights inside the process, and restore it afterwards.
+
+    Training runs on the CPU (the recipes never move a tensor), in :data:`TRAIN_THREADS`
+    threads, with deterministic algorithms and a fixed seed.
+    """
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.set_num_threads(TRAIN_THREADS)
+    torch.use_deterministic_algorithms(True)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(TRAIN_SEED)
+            yield
+    finally:
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.set_num_threads(threads)
 
 
 # --------------------------------------------------------------------------- sentiment-tiny
@@ -123,7 +183,7 @@ def sentiment_tiny(config: ModelConfig) -> Classifier:
     """Tiny 1-layer BERT sentiment classifier trained on builtin:sentiment."""
     from suite.models.hf_text import load_hf
 
-    directory = _cached(f"sentiment-tiny-{SENTIMENT_VERSION}", _train_sentiment)
+    directory = _cached(f"sentiment-tiny-{SENTIMENT_VERSION}", "sentiment-tiny")
     classifier = load_hf(str(directory), config.model_copy(update={"revision": None}))
     classifier.info = ModelInfo(spec="builtin:sentiment-tiny", revision=SENTIMENT_VERSION, extra={"path": str(directory)})
     return classifier
@@ -170,9 +230,13 @@ def digits_cnn(config: ModelConfig) -> Classifier:
     """Small timm CNN (test_resnet, 1 channel) trained on builtin:digits."""
     from suite.models.timm_image import load_timm
 
-    directory = _cached(f"digits-cnn-{DIGITS_VERSION}", _train_digits)
+    directory = _cached(f"digits-cnn-{DIGITS_VERSION}", "digits-cnn")
     classifier = load_timm(str(directory), config.model_copy(update={"checkpoint": None}))
     classifier.info = ModelInfo(
         spec="builtin:digits-cnn", revision=DIGITS_VERSION, extra={"path": str(directory), "architecture": DIGITS_ARCH}
     )
     return classifier
+
+
+#: Training recipes by name, run by :func:`train_recipe` in a process of their own.
+RECIPES = {"sentiment-tiny": _train_sentiment, "digits-cnn": _train_digits}

@@ -41,8 +41,10 @@ def card_datasets(text: str) -> list[str]:
 
 
 def _card_text(scheme: str, name: str, revision: str | None) -> str | None:
-    directory = Path(name).expanduser()
-    if directory.is_dir():
+    from suite.models.weights import local_dir
+
+    directory = local_dir(scheme, name)  # a missing local dir is an error here, not "no card"
+    if directory is not None:
         readme = directory / "README.md"
         return readme.read_text(encoding="utf-8", errors="replace") if readme.is_file() else None
     repo = f"timm/{name}" if scheme == "timm" and "/" not in name else name
@@ -56,7 +58,11 @@ def _card_text(scheme: str, name: str, revision: str | None) -> str | None:
 
 
 def default_dataset(spec: str, revision: str | None = None) -> tuple[str, str] | None:
-    """``(dataset spec, where it came from)`` for the model ``spec``, or ``None``."""
+    """``(dataset spec, where it came from)`` for the model ``spec``, or ``None``.
+
+    Raises:
+        ConfigError: ``spec`` names a local directory that does not exist.
+    """
     scheme, _, name = spec.partition(":")
     if scheme == "builtin":
         dataset = BUILTIN_TRAINING_SETS.get(name)

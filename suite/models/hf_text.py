@@ -1,21 +1,25 @@
 """Hugging Face sequence classifiers: ``hf:<hub id or local dir>``.
 
 Loads ``AutoModelForSequenceClassification`` and ``AutoTokenizer`` exactly as for any Hub model
-(a local directory written by ``save_pretrained`` loads through the same calls). Queries are
+(a local directory written by ``save_pretrained`` loads through the same calls), from safetensors
+weights only unless the user allows pickles (see :mod:`suite.models.weights`). Queries are
 tokenised with dynamic padding: a batch is padded to its longest member, never to
 ``model_max_length``.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from suite.errors import SuiteError
-from suite.models.base import ModelInfo, TorchClassifier, local_revision
+from suite.errors import ConfigError
+from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
 from suite.models.config import ModelConfig
+from suite.models.weights import ALLOW_PICKLE, check_safetensors, local_dir, pickled_files, refuse_pickle
 
 
 class HFTextClassifier(TorchClassifier):
@@ -70,24 +74,121 @@ def _default_max_length(model, tokenizer) -> int:
 
 
 def load_hf(name: str, config: ModelConfig) -> HFTextClassifier:
-    """Load ``AutoModelForSequenceClassification`` + ``AutoTokenizer`` from the Hub or a local dir."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    """Load ``AutoModelForSequenceClassification`` + ``AutoTokenizer`` from the Hub or a local dir.
 
-    local = Path(name).expanduser()
-    source = str(local) if local.is_dir() else name
-    kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-        model = AutoModelForSequenceClassification.from_pretrained(source, **kwargs)
-    except (OSError, ValueError) as error:
-        raise SuiteError(f"cannot load hf model {name!r}: {_first_line(error)}") from error
+    Weights are read from safetensors only (``use_safetensors=True``), unless
+    ``config.allow_pickle``; a local directory is checked before transformers reads it, so a
+    pickle-only or corrupt directory is refused in one line.
+    """
+    resolve_device(config.device)  # a bad device fails before any weights are read
+    directory = local_dir("hf", name)
+    if directory is not None:
+        _check_model_dir(directory, config.allow_pickle)
+    source = str(directory) if directory is not None else name
+    model_config, model, tokenizer = _from_pretrained(name, source, config)
     prepare_tokenizer(model, tokenizer)
-    if local.is_dir():
-        revision = config.revision or local_revision(local)
+    if directory is not None:
+        revision = config.revision or local_revision(directory)
     else:
-        revision = getattr(model.config, "_commit_hash", None) or config.revision
-    info = ModelInfo(spec=f"hf:{name}", revision=revision, extra={"architecture": model.config.architectures})
+        revision = getattr(model_config, "_commit_hash", None) or config.revision
+    info = ModelInfo(spec=f"hf:{name}", revision=revision, extra={"architecture": model_config.architectures})
     return HFTextClassifier(model, tokenizer, info, max_length=config.max_length, device=config.device)
+
+
+def _check_model_dir(directory: Path, allow_pickle: bool) -> None:
+    """Refuse a local dir with no config, pickled weights only (without allow_pickle), or corrupt safetensors."""
+    if not (directory / "config.json").is_file():
+        raise ConfigError(f"{str(directory)!r} is not an hf model directory: it has no config.json "
+                          "(save_pretrained writes one)")
+    for name in _JSON_FILES:
+        _check_json_mapping(directory / name)
+    safetensors = sorted(directory.glob("*.safetensors"))
+    if not safetensors:
+        pickles = pickled_files(directory)
+        if not pickles:
+            raise ConfigError(f"hf model directory {str(directory)!r} holds no weights (model.safetensors)")
+        if not allow_pickle:
+            raise refuse_pickle(pickles[0], "hf model weights")
+    for path in safetensors:
+        check_safetensors(path)
+
+
+#: JSON files transformers reads from a model directory, each a mapping.
+_JSON_FILES = ("config.json", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json")
+
+
+def _check_json_mapping(path: Path) -> None:
+    if not path.is_file():
+        return
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{str(path)!r} is not valid JSON ({_first_line(error)}): save the model again") from error
+    if not isinstance(content, dict):
+        raise ConfigError(f"{str(path)!r} holds a JSON {type(content).__name__}, not a mapping: save the model again")
+
+
+def _from_pretrained(name: str, source: str, config: ModelConfig):
+    """``(model config, model, tokenizer)``; every loading failure is one line."""
+    from safetensors import SafetensorError
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
+    model_config = None
+    try:
+        tokenizer = _tokenizer(name, source, kwargs)
+        model_config = AutoConfig.from_pretrained(source, **kwargs)
+        # None lets transformers fall back to pytorch_model.bin, read with weights_only=True.
+        use_safetensors = None if config.allow_pickle else True
+        model = AutoModelForSequenceClassification.from_pretrained(
+            source, config=model_config, use_safetensors=use_safetensors, **kwargs
+        )
+    except ConfigError:
+        raise  # already one line (a ConfigError is also a ValueError)
+    except SafetensorError as error:
+        raise ConfigError(f"hf model {name!r}: its safetensors weights are not valid ({_first_line(error)}): "
+                          "download or save them again") from error
+    except RuntimeError as error:
+        mismatch = _SIZE_MISMATCH.search(str(error))
+        if mismatch is None:
+            raise
+        raise ConfigError(_mismatch_message(name, model_config, mismatch)) from error
+    except (OSError, ValueError) as error:
+        text = _first_line(error)
+        if not config.allow_pickle and "safetensors" in text:
+            raise ConfigError(f"hf model {name!r} has no safetensors weights, and only safetensors are loaded by "
+                              f"default: {ALLOW_PICKLE}") from error
+        raise ConfigError(f"cannot load hf model {name!r}: {text}") from error
+    return model_config, model, tokenizer
+
+
+def _tokenizer(name: str, source: str, kwargs: dict):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(source, **kwargs)
+    except (OSError, ValueError):
+        raise  # worded by the caller, as for the model
+    except Exception as error:  # tokenizers raises a bare Exception for a tokenizer.json it cannot parse
+        raise ConfigError(f"cannot load the tokenizer of hf model {name!r}: {_first_line(error)}") from error
+
+
+_SIZE_MISMATCH = re.compile(
+    r"loading state_dict for (\w+):\s+size mismatch for ([\w.]+): copying a param with shape "
+    r"torch\.Size\(\[([\d, ]*)\]\) from checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"
+)
+
+
+def _mismatch_message(name: str, model_config, mismatch: re.Match) -> str:
+    module, param, stored, built = mismatch.groups()
+    stored_shape, built_shape = (tuple(int(size) for size in sizes.split(",") if size.strip())
+                                 for sizes in (stored, built))
+    where = f"{module} {param} has shape {stored_shape} in the weights, {built_shape} in the model"
+    labels = getattr(model_config, "num_labels", None)
+    if labels is not None and built_shape[:1] == (labels,) and stored_shape:
+        return (f"hf model {name!r}: its config has {labels} labels but the weights' classifier has "
+                f"{stored_shape[0]} ({where}): make num_labels / id2label in config.json match the weights")
+    return f"hf model {name!r}: the weights do not fit the model its config.json describes: {where}"
 
 
 def prepare_tokenizer(model, tokenizer) -> None:

@@ -1,7 +1,8 @@
 """timm image classifiers: ``timm:<model name>`` or ``timm:<local dir>``.
 
 - ``timm:resnet18.a1_in1k`` builds the architecture with ``timm.create_model``; ``pretrained``
-  fetches its weights from the Hub, ``checkpoint`` loads a safetensors file instead.
+  fetches its weights from the Hub, ``checkpoint`` loads a safetensors file instead (its class
+  count read from the classifier's weights unless ``num_classes`` is given).
 - ``timm:<dir>`` loads a directory in timm's Hub layout (``config.json`` with ``architecture``,
   ``num_classes``, ``pretrained_cfg``; weights in ``model.safetensors``), as written by
   :func:`save_timm_dir` and by timm's own ``save_for_hf``.
@@ -14,14 +15,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 from torch import nn
 
-from suite.errors import SuiteError
-from suite.models.base import ModelInfo, TorchClassifier, local_revision
+from suite.errors import ConfigError, format_validation_error
+from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
 from suite.models.config import ModelConfig
+from suite.models.weights import local_dir, pickled_files, read_state_dict, refuse_pickle
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -65,6 +68,63 @@ class TimmImageClassifier(TorchClassifier):
         return self.module((batch - self.mean) / self.std)
 
 
+# Strict: a config file holding "10" or true where a number belongs is a mistake, not a number.
+_Count = Annotated[StrictInt, Field(gt=0)]
+_Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+_Scale = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0)]
+
+
+class PretrainedCfg(BaseModel):
+    """The part of timm's ``pretrained_cfg`` that decides preprocessing."""
+
+    model_config = ConfigDict(extra="ignore")  # timm writes many more keys (url, license...)
+
+    input_size: tuple[_Count, _Count, _Count] | None = None
+    mean: tuple[_Finite, ...] | None = None
+    std: tuple[_Scale, ...] | None = None
+
+
+class TimmDirConfig(BaseModel):
+    """``config.json`` of a timm model directory (timm's Hub layout), validated."""
+
+    model_config = ConfigDict(extra="ignore")  # timm's save_for_hf adds num_features and others
+
+    architecture: Annotated[StrictStr, Field(min_length=1)]
+    num_classes: _Count | None = None
+    in_chans: _Count | None = None
+    global_pool: StrictStr | None = None
+    label_names: list[StrictStr] | None = None
+    model_args: dict[str, Any] = Field(default_factory=dict)
+    pretrained_cfg: PretrainedCfg = Field(default_factory=PretrainedCfg)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TimmDirConfig:
+        channels = self.channels
+        if self.in_chans is not None and channels != self.in_chans:
+            raise ValueError(f"pretrained_cfg.input_size has {channels} channels but in_chans is {self.in_chans}")
+        for key in ("mean", "std"):
+            values = getattr(self.pretrained_cfg, key)
+            if values is not None and len(values) != channels:
+                raise ValueError(f"pretrained_cfg.{key} has {len(values)} values for {channels} channel(s)")
+        if self.label_names is not None and self.num_classes is not None and len(self.label_names) != self.num_classes:
+            raise ValueError(f"label_names has {len(self.label_names)} names for {self.num_classes} classes")
+        return self
+
+    @property
+    def channels(self) -> int:
+        size = self.pretrained_cfg.input_size
+        return size[0] if size is not None else (self.in_chans or 3)
+
+    @property
+    def input_size(self) -> tuple[int, int, int]:
+        return self.pretrained_cfg.input_size or (self.channels, 224, 224)
+
+    def build_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``timm.create_model`` (``model_args`` last: it overrides)."""
+        kwargs = {key: getattr(self, key) for key in ("num_classes", "in_chans", "global_pool")}
+        return {key: value for key, value in kwargs.items() if value is not None} | self.model_args
+
+
 def _labels_for(num_classes: int, names: list[str] | None) -> list[str]:
     if names and len(names) == num_classes:
         return [str(name) for name in names]
@@ -78,52 +138,103 @@ def _labels_for(num_classes: int, names: list[str] | None) -> list[str]:
     return [f"class_{i}" for i in range(num_classes)]
 
 
-def _load_weights(model: nn.Module, path: Path) -> None:
-    from safetensors.torch import load_file
-
-    if path.suffix != ".safetensors":
-        raise SuiteError(f"checkpoint {str(path)!r} is not a .safetensors file (pickled checkpoints are not loaded)")
-    if not path.is_file():
-        raise SuiteError(f"checkpoint {str(path)!r} does not exist")
-    try:
-        state = load_file(str(path))
-        model.load_state_dict(state, strict=True)
-    except (RuntimeError, OSError) as error:
-        raise SuiteError(f"cannot load checkpoint {str(path)!r}: {str(error).splitlines()[0]}") from error
-
-
 def _build(name: str, pretrained: bool, **kwargs: Any) -> nn.Module:
     import timm
 
     try:
         return timm.create_model(name, pretrained=pretrained, **kwargs)
     except RuntimeError as error:  # timm: "Unknown model (xyz)"
-        message = str(error).splitlines()[0]
+        message = _first_line(error)
         if "Unknown model" in message:
             close = timm.list_models(f"*{name.split('.')[0][:6]}*")[:5]
             hint = f" Similar: {', '.join(close)}." if close else ""
-            raise SuiteError(f"unknown timm model {name!r}.{hint} See timm.list_models().") from error
-        raise SuiteError(f"cannot build timm model {name!r}: {message}") from error
+            raise ConfigError(f"unknown timm model {name!r}.{hint} See timm.list_models().") from error
+        raise ConfigError(f"cannot build timm model {name!r}: {message}") from error
     except OSError as error:  # weights not reachable (offline, no cache)
-        raise SuiteError(f"cannot fetch pretrained weights for timm model {name!r}: {str(error).splitlines()[0]}") from error
+        raise ConfigError(f"cannot fetch pretrained weights for timm model {name!r}: {_first_line(error)}") from error
+    except (TypeError, ValueError, AssertionError) as error:  # arguments the architecture rejects
+        raise ConfigError(f"cannot build timm model {name!r} with arguments {kwargs!r}: {_first_line(error)}") from error
+
+
+def _head_keys(model_or_name: nn.Module | str) -> list[str]:
+    """The classifier's weight names (timm's ``pretrained_cfg['classifier']`` names the head)."""
+    if isinstance(model_or_name, str):
+        from timm.models import get_pretrained_cfg
+
+        cfg = get_pretrained_cfg(model_or_name)
+        classifier = cfg.classifier if cfg is not None else None
+    else:
+        classifier = getattr(model_or_name, "pretrained_cfg", {}).get("classifier")
+    heads = classifier if isinstance(classifier, (list, tuple)) else [classifier] if classifier else []
+    return [f"{head}.{part}" for head in heads for part in ("weight", "bias")]
+
+
+def _checkpoint_classes(name: str, state: dict[str, torch.Tensor]) -> int | None:
+    """The class count of a checkpoint for architecture ``name``: its classifier's output rows."""
+    for key in _head_keys(name):
+        tensor = state.get(key)
+        if tensor is not None and tensor.ndim >= 1:
+            return int(tensor.shape[0])
+    return None
+
+
+def _fit(model: nn.Module, state: dict[str, torch.Tensor], what: str, target: str, classes_hint: str) -> None:
+    """Load ``state`` into ``model`` strictly, or say in one line the mismatch that matters.
+
+    Args:
+        what: The weights, as named in the error (``checkpoint 'x.safetensors'``).
+        target: The model, as named in the error (``timm:resnet18``).
+        classes_hint: What to do when the classifier's size differs, with ``{n}`` for the
+            checkpoint's class count (``pass --num-classes {n}``).
+    """
+    expected = {key: tuple(value.shape) for key, value in model.state_dict().items()}
+    heads = _head_keys(model)
+    wrong = [key for key in expected if key in state and tuple(state[key].shape) != expected[key]]
+    wrong.sort(key=lambda key: key not in heads)  # the head first: its size is the usual cause
+    if wrong:
+        key = wrong[0]
+        stored = tuple(state[key].shape)
+        message = f"{what} does not fit {target}: {key} has shape {stored} in the checkpoint, {expected[key]} in the model"
+        if key in heads and stored:
+            message += "; " + classes_hint.format(n=stored[0])
+        elif len(wrong) > 1:
+            message += f" ({len(wrong)} tensors differ: was it saved from another architecture?)"
+        raise ConfigError(message)
+    missing = [key for key in expected if key not in state]
+    unexpected = [key for key in state if key not in expected]
+    if missing or unexpected:
+        kinds = (("missing", missing), ("unexpected", unexpected))
+        examples = ", ".join(f"{label} {keys[0]!r}" for label, keys in kinds if keys)
+        raise ConfigError(f"{what} does not fit {target}: {len(missing)} tensors missing, {len(unexpected)} "
+                          f"unexpected (e.g. {examples}): was it saved from another architecture?")
+    model.load_state_dict(state, strict=True)
 
 
 def load_timm(name: str, config: ModelConfig) -> TimmImageClassifier:
     """Build a timm classifier from a model name (optionally with a checkpoint) or a local dir."""
-    local = Path(name).expanduser()
-    if local.is_dir():
-        return _load_timm_dir(local, config)
+    resolve_device(config.device)  # a bad device fails before any weights are read
+    directory = local_dir("timm", name)
+    if directory is not None:
+        return _load_timm_dir(directory, config)
+    return _load_timm_name(name, config)
+
+
+def _load_timm_name(name: str, config: ModelConfig) -> TimmImageClassifier:
     from timm.data import resolve_model_data_config
 
-    pretrained = config.pretrained and config.checkpoint is None
-    model = _build(name, pretrained=pretrained)
-    revision = None
-    if config.checkpoint:
-        checkpoint = Path(config.checkpoint).expanduser()
-        _load_weights(model, checkpoint)
-        revision = local_revision(checkpoint.parent)
+    checkpoint = Path(config.checkpoint).expanduser() if config.checkpoint else None
+    if checkpoint is None and config.num_classes is not None and config.pretrained:
+        raise ConfigError(f"--num-classes {config.num_classes} without --checkpoint would give timm:{name} an "
+                          "untrained classifier head: pass --checkpoint, or --no-pretrained for random weights")
+    state = read_state_dict(checkpoint, config.allow_pickle) if checkpoint else None
+    num_classes = config.num_classes or (_checkpoint_classes(name, state) if state else None)
+    model = _build(name, pretrained=config.pretrained and checkpoint is None,
+                   **({"num_classes": num_classes} if num_classes else {}))
+    if state is not None:
+        _fit(model, state, f"checkpoint {str(checkpoint)!r}", f"timm:{name}", "pass --num-classes {n}")
     data_config = resolve_model_data_config(model)
-    info = ModelInfo(spec=f"timm:{name}", revision=revision, extra={"checkpoint": config.checkpoint})
+    info = ModelInfo(spec=f"timm:{name}", revision=local_revision(checkpoint) if checkpoint else None,
+                     extra={"checkpoint": config.checkpoint})
     return TimmImageClassifier(
         model,
         mean=tuple(data_config["mean"]),
@@ -135,32 +246,74 @@ def load_timm(name: str, config: ModelConfig) -> TimmImageClassifier:
     )
 
 
-def _load_timm_dir(directory: Path, config: ModelConfig) -> TimmImageClassifier:
-    config_path = directory / "config.json"
+def read_dir_config(directory: Path) -> TimmDirConfig:
+    """The validated ``config.json`` of a timm model directory (one-line errors)."""
+    path = directory / "config.json"
     try:
-        meta = json.loads(config_path.read_text())
-        architecture = meta["architecture"]
-    except (OSError, json.JSONDecodeError, KeyError) as error:
-        raise SuiteError(f"{str(directory)!r} is not a timm model dir (needs config.json with 'architecture')") from error
-    pretrained_cfg = meta.get("pretrained_cfg", {})
-    kwargs = {key: meta[key] for key in ("num_classes", "in_chans", "global_pool") if key in meta}
-    kwargs.update(meta.get("model_args", {}))
-    model = _build(architecture, pretrained=False, **kwargs)
-    _load_weights(model, Path(config.checkpoint).expanduser() if config.checkpoint else directory / WEIGHTS_FILE)
-    input_size = tuple(pretrained_cfg.get("input_size", (kwargs.get("in_chans", 3), 224, 224)))
-    channels = input_size[0]
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{str(directory)!r} is not a timm model directory: it needs a config.json (JSON with "
+                          f"'architecture'); reading it gave: {_first_line(error)}") from error
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{str(path)!r} holds a JSON {type(meta).__name__}, not a mapping with 'architecture'")
+    try:
+        return TimmDirConfig.model_validate(meta)
+    except ValidationError as error:
+        raise ConfigError(f"{str(path)!r} is not a valid timm config: {format_validation_error(error)}") from error
+
+
+def _dir_weights(directory: Path, config: ModelConfig) -> Path:
+    """The weights file a timm dir is loaded from: ``--checkpoint``, else ``model.safetensors``."""
+    if config.checkpoint:
+        return Path(config.checkpoint).expanduser()
+    path = directory / WEIGHTS_FILE
+    if not path.is_file():
+        pickles = pickled_files(directory)
+        if pickles and not config.allow_pickle:
+            raise refuse_pickle(pickles[0], "timm model weights")
+        if not pickles:
+            raise ConfigError(f"timm model directory {str(directory)!r} holds no weights ({WEIGHTS_FILE})")
+        path = next((p for p in pickles if p.name == "pytorch_model.bin"), pickles[0])
+    return path
+
+
+def _load_timm_dir(directory: Path, config: ModelConfig) -> TimmImageClassifier:
+    meta = read_dir_config(directory)
+    if config.num_classes is not None and meta.num_classes not in (None, config.num_classes):
+        raise ConfigError(f"--num-classes {config.num_classes} disagrees with num_classes {meta.num_classes} in "
+                          f"{str(directory / 'config.json')!r}: drop --num-classes")
+    weights = _dir_weights(directory, config)
+    state = read_state_dict(weights, config.allow_pickle, what="weights")
+    kwargs = meta.build_kwargs()
+    num_classes = config.num_classes or _checkpoint_classes(meta.architecture, state)
+    if num_classes is not None:
+        kwargs.setdefault("num_classes", num_classes)  # config.json's own (or model_args') count comes first
+    model = _build(meta.architecture, pretrained=False, **kwargs)
+    hint = ("pass --num-classes {n}" if meta.num_classes is None else
+            f"set num_classes to {{n}} in {str(directory / 'config.json')!r}")
+    _fit(model, state, f"weights {str(weights)!r}", f"timm:{directory} ({meta.architecture})", hint)
+    if meta.label_names is not None and len(meta.label_names) != model.num_classes:
+        raise ConfigError(f"{str(directory / 'config.json')!r}: label_names has {len(meta.label_names)} names for "
+                          f"{model.num_classes} classes")
     info = ModelInfo(
-        spec=f"timm:{directory}", revision=local_revision(directory), extra={"architecture": architecture}
+        spec=f"timm:{directory}", revision=local_revision(weights if config.checkpoint else directory),
+        extra={"architecture": meta.architecture},
     )
+    channels = meta.channels
     return TimmImageClassifier(
         model,
-        mean=tuple(pretrained_cfg.get("mean", (0.5,) * channels)),
-        std=tuple(pretrained_cfg.get("std", (0.5,) * channels)),
-        input_size=input_size,
-        labels=_labels_for(model.num_classes, meta.get("label_names")),
+        mean=meta.pretrained_cfg.mean or (0.5,) * channels,
+        std=meta.pretrained_cfg.std or (0.5,) * channels,
+        input_size=meta.input_size,
+        labels=_labels_for(model.num_classes, meta.label_names),
         info=info,
         device=config.device,
     )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def save_timm_dir(

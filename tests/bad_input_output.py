@@ -1,0 +1,80 @@
+"""Bad-input cases: output directories, records, recipes and attack settings (see ``test_bad_input.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bad_input_cases import Case
+
+DIGITS = ("evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--n", "4")
+GOOD_TASK = "  - name: vision\n    model: builtin:digits-cnn\n    dataset: {spec: builtin:digits, n: 4}\n"
+
+
+def _file(name: str, content: str | bytes):
+    def setup(work: Path) -> None:
+        path = work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+
+    return setup
+
+
+def _recipe(attacks: str, extra: str = "") -> str:
+    return f"name: bad\n{extra}tasks:\n{GOOD_TASK}    attacks: {attacks}\n"
+
+
+def _records_without_run(work: Path) -> None:
+    (work / "out").mkdir()
+    (work / "out" / "records.jsonl").write_text(json.dumps({"kind": "clean", "id": "0", "correct": 1.0}) + "\n")
+
+
+CASES: list[Case] = [
+    Case("output-is-a-file", (*DIGITS, "--output", "{tmp}/taken"), "is a file, not a directory", _file("taken", "x")),
+    Case("output-under-a-file", (*DIGITS, "--output", "{tmp}/taken/sub"), "is a file, not a directory",
+         _file("taken", "x")),
+    Case("output-foreign-files", (*DIGITS, "--output", "{tmp}/theirs"), "holds files advsuite did not write",
+         _file("theirs/results.json", '{"their": "numbers"}')),
+    Case("output-foreign-samples", (*DIGITS, "--output", "{tmp}/theirs"), "'samples.md'",
+         _file("theirs/samples.md", "their notes")),
+    Case("output-garbage-run-file", (*DIGITS, "--output", "{tmp}/out"), "use --overwrite to start over",
+         _file("out/run.json", b"\x00\xffnot json")),
+    Case("output-run-file-a-list", (*DIGITS, "--output", "{tmp}/out"), "is not a run description",
+         _file("out/run.json", "[1, 2]")),
+    Case("output-another-run", (*DIGITS, "--output", "{tmp}/out"), "holds another run",
+         _file("out/run.json", '{"seed": 5}')),
+    Case("output-records-of-unknown-run", (*DIGITS, "--output", "{tmp}/out"), "records of an unknown run",
+         _records_without_run),
+    Case("output-path-too-long", (*DIGITS, "--output", "{tmp}/" + "a" * 300), "too long a path"),
+    Case("output-empty", (*DIGITS, "--output", ""), "--output"),
+    Case("recipe-task-name-300-chars", ("run", "{tmp}/r.yaml"), "at most 100 characters",
+         _file("r.yaml", f"name: bad\ntasks:\n  - name: {'t' * 300}\n    model: builtin:digits-cnn\n"
+                         "    dataset: builtin:digits\n")),
+    Case("recipe-optimizer-lbfgs", ("run", "{tmp}/r.yaml"), "cannot take a plain step",
+         _file("r.yaml", _recipe("[{name: beta, optimizer: LBFGS}]"))),
+    Case("recipe-optimizer-sparseadam", ("run", "{tmp}/r.yaml"), "cannot take a plain step",
+         _file("r.yaml", _recipe("[{name: beta, optimizer: SparseAdam}]"))),
+    Case("recipe-optimizer-unknown", ("run", "{tmp}/r.yaml"), "unknown optimizer 'Adamm'",
+         _file("r.yaml", _recipe("[{name: beta, optimizer: Adamm}]"))),
+    Case("recipe-steps-true", ("run", "{tmp}/r.yaml"), "steps: Input should be a valid integer",
+         _file("r.yaml", _recipe("[{name: pgd_linf, steps: true}]"))),
+    Case("recipe-steps-huge-float", ("run", "{tmp}/r.yaml"), "steps: Input should be a valid integer",
+         _file("r.yaml", _recipe("[{name: pgd_linf, steps: 1.0e+26}]"))),
+    Case("recipe-steps-huge-int", ("run", "{tmp}/r.yaml"), "is more than 10,000,000",
+         _file("r.yaml", _recipe("[{name: pgd_linf, steps: 100000000000000000000}]"))),
+    Case("recipe-eps-string", ("run", "{tmp}/r.yaml"), "eps: Input should be a valid number",
+         _file("r.yaml", _recipe("[{name: pgd_linf, eps: '0.1'}]"))),
+    Case("recipe-eps-nan", ("run", "{tmp}/r.yaml"), "eps: Input should be a finite number",
+         _file("r.yaml", _recipe("[{name: pgd_linf, eps: .nan}]"))),
+    Case("recipe-sweep-empty-batch-sizes", ("run", "{tmp}/r.yaml"), "lists no batch size",
+         _file("r.yaml", _recipe("[fgm_linf]", "sweep: {batch_size: []}\n"))),
+    Case("recipe-binary", ("run", "{tmp}/r.yaml"), "cannot read recipe", _file("r.yaml", b"\xff\xfe\x00\x01garbage")),
+    Case("recipe-a-list", ("run", "{tmp}/r.yaml"), "must be a mapping", _file("r.yaml", "- a\n- b\n")),
+    Case("recipe-label-twice", ("run", "{tmp}/r.yaml"), "attack listed twice",
+         _file("r.yaml", _recipe("[fgm_linf, fgm_linf]"))),
+    Case("eps-nan", (*DIGITS, "--attacks", "fgm_linf", "--eps", "nan"), "a radius must be a finite number"),
+    Case("eps-listed-twice", (*DIGITS, "--attacks", "fgm_linf", "--eps", "0.1,0.1"), "--eps lists a radius twice"),
+    Case("eps-not-a-number", (*DIGITS, "--attacks", "fgm_linf", "--eps", "0.1,big"), "expected a number"),
+    Case("eps-without-attacks", (*DIGITS, "--eps", "0.1"), "--eps needs --attacks"),
+    Case("adversary-on-images", (*DIGITS, "--adversary", "none,cal"), "adversary temperatures (cal, opt) apply to text"),
+]
