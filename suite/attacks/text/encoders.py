@@ -43,7 +43,8 @@ class TorchSentenceEncoder(_sentence_encoder_base()):  # type: ignore[misc]
         from suite.models.base import resolve_device
 
         self._tokenizer = AutoTokenizer.from_pretrained(self.model_name)
-        self._model = AutoModel.from_pretrained(self.model_name).eval().to(resolve_device())
+        # Safetensors only, as for every model the suite loads (the Hub repo ships them).
+        self._model = AutoModel.from_pretrained(self.model_name, use_safetensors=True).eval().to(resolve_device())
 
     @torch.no_grad()
     def encode(self, sentences: Sequence[str]) -> torch.Tensor:
