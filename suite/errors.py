@@ -15,8 +15,11 @@ class SuiteError(Exception):
 
     def __str__(self) -> str:
         # One line, whatever the message was built from (and unquoted, though KeyError quotes).
+        # Control characters from user input (a file name with ESC in it) are shown escaped.
+        from suite.text import printable
+
         message = str(self.args[0]) if self.args else ""
-        return " ".join(message.split())
+        return printable(" ".join(message.split()))
 
 
 class UnknownNameError(SuiteError, KeyError):

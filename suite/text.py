@@ -9,6 +9,7 @@ is what is there.
 
 from __future__ import annotations
 
+import logging
 import unicodedata
 
 #: Bidirectional controls: embeddings, overrides and isolates, and the implicit marks.
@@ -30,3 +31,14 @@ def printable(text: object) -> str:
         (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}") if _unsafe(char) else char
         for char in text
     )
+
+
+class PrintableFilter(logging.Filter):
+    """A logging filter that escapes control characters in every message it passes (install it
+    on the handlers that write to a terminal)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.isprintable():
+            record.msg, record.args = printable(message), None
+        return True

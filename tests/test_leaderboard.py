@@ -1,5 +1,7 @@
-"""Leaderboard: schema (pydantic and the published JSON Schema), idempotent merge, the CLI, and
-the static page in a real headless Chromium (rows, sorting by click and by URL, XSS as text)."""
+"""Leaderboard: schema (pydantic and the published JSON Schema), keys (n and the dataset
+fingerprint: a smaller evaluation never replaces an entry silently), 95% intervals, NaN refused
+everywhere, the lock (no file left), the CLI (terminal-safe), and the static page in a real
+headless Chromium (rows, intervals, sorting by click and by URL, XSS and bidi shown as text)."""
 
 from __future__ import annotations
 
@@ -7,27 +9,40 @@ import functools
 import html.parser
 import http.server
 import json
+import math
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from suite.errors import ConfigError
+from suite.intervals import wilson_interval
 from suite.report import leaderboard
 from suite.report.leaderboard import Entry, Leaderboard
 
 ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
 XSS = '<script>alert(1)</script><img src=x onerror="document.body.dataset.pwned=1">'
+#: Shown as "v1exe.txt" reversed if the right-to-left override were rendered, and ESC raw.
+BIDI = "v1\u202etxt.exe\x1b[2J"
+
+
+def _ci(value: float, n: int = 200) -> list[float]:
+    return list(wilson_interval(value * n, n))
 
 
 def _entry(model: str, clean: float, worst: float, **changes) -> dict:
+    robust = changes.pop("robust_accuracy", {"pgd_linf": worst, "fgm_linf": min(1.0, worst + 0.1)})
     entry = {
         "task": "builtin:digits/test", "threat_model": "linf", "eps": 0.03, "norm": "linf", "model": model,
         "model_spec": model, "revision": "v1", "temperature": 1.0, "clean_accuracy": clean,
-        "robust_accuracy": {"pgd_linf": worst, "fgm_linf": min(1.0, worst + 0.1)},
-        "worst_case_robust_accuracy": worst, "distributional_accuracy": None, "n": 200, "seed": 0,
+        "clean_accuracy_ci": _ci(clean), "robust_accuracy": robust,
+        "robust_accuracy_ci": {key: _ci(value) for key, value in robust.items()},
+        "worst_case_robust_accuracy": worst, "worst_case_robust_accuracy_ci": _ci(worst),
+        "distributional_accuracy": None, "n": 200, "seed": 0,
         "suite_version": "0.1.0", "recipe_hash": "0123456789abcdef", "date": "2026-11-22T10:00:00+00:00",
         "compute_seconds": 12.5, "illusion": None, "warnings": [], "dataset_fingerprint": None,
         "recipe_task": "vision",
@@ -36,7 +51,7 @@ def _entry(model: str, clean: float, worst: float, **changes) -> dict:
 
 
 def _board(*entries: dict) -> dict:
-    return {"leaderboard_version": 1, "entries": list(entries)}
+    return {"leaderboard_version": 2, "entries": list(entries)}
 
 
 def _validators():
@@ -66,6 +81,9 @@ def test_published_schema_is_the_generated_one():
     pytest.param(lambda e: e["robust_accuracy"].update(pgd_linf=-0.1), id="attack accuracy below 0"),
     pytest.param(lambda e: e.update(n="200"), id="count as string"),
     pytest.param(lambda e: e.update(surprise=1), id="unknown field"),
+    pytest.param(lambda e: e.pop("clean_accuracy_ci"), id="missing interval"),
+    pytest.param(lambda e: e.update(worst_case_robust_accuracy_ci=[0.1, 0.2, 0.3]), id="interval of three"),
+    pytest.param(lambda e: e["robust_accuracy_ci"].update(pgd_linf=[0.1, 1.5]), id="interval above 1"),
 ])
 def test_schema_rejects_bad_entries_in_pydantic_and_in_the_json_schema(bad):
     pydantic_ok, schema_ok = _validators()
@@ -79,7 +97,7 @@ def test_schema_rejects_bad_entries_in_pydantic_and_in_the_json_schema(bad):
 
 def test_merge_is_idempotent_and_replaces_same_key():
     a, b = Entry(**_entry("a", 0.9, 0.4)), Entry(**_entry("b", 0.8, 0.5))
-    board, added, replaced = leaderboard.merge(Leaderboard(leaderboard_version=1, entries=[]), [a, b])
+    board, added, replaced = leaderboard.merge(leaderboard.empty(), [a, b])
     assert (added, replaced, len(board.entries)) == (2, 0, 2)
     again, added, replaced = leaderboard.merge(board, [b, a])
     assert (added, replaced) == (0, 2) and leaderboard.dumps(again) == leaderboard.dumps(board)
@@ -90,6 +108,160 @@ def test_merge_is_idempotent_and_replaces_same_key():
     # Another revision, ε or temperature is another entry.
     other = [Entry(**_entry("a", 0.9, 0.4, revision="v2")), Entry(**_entry("a", 0.9, 0.3, eps=0.1))]
     assert len(leaderboard.merge(board, other)[0].entries) == 4
+
+
+@pytest.mark.parametrize("change", [{"n": 10}, {"dataset_fingerprint": "another-split"}], ids=["smaller n", "other dataset"])
+def test_merge_refuses_another_evaluation_of_an_entry_unless_replace(change):
+    board, _, _ = leaderboard.merge(leaderboard.empty(), [Entry(**_entry("a", 0.9, 0.4)), Entry(**_entry("b", 0.8, 0.5))])
+    smoke = {**_entry("a", 1.0, 0.9), **change}
+    smoke.update(clean_accuracy_ci=_ci(1.0, smoke["n"]), worst_case_robust_accuracy_ci=_ci(0.9, smoke["n"]),
+                 robust_accuracy_ci={k: _ci(v, smoke["n"]) for k, v in smoke["robust_accuracy"].items()})
+    with pytest.raises(ConfigError) as refused:
+        leaderboard.merge(board, [Entry(**smoke)], source="smoke/results.json")
+    message = str(refused.value)
+    # It says what is there and what came, and how to replace it.
+    assert "'smoke/results.json'" in message and "'a'" in message and "--replace" in message
+    assert f"n=200 and dataset fingerprint None; these results have n={smoke['n']} and fingerprint " \
+           f"{smoke['dataset_fingerprint']!r}" in message
+    replaced, added, count = leaderboard.merge(board, [Entry(**smoke)], replace=True)
+    assert (added, count, len(replaced.entries)) == (0, 1, 2)
+    entry = next(e for e in replaced.entries if e.model == "a")
+    assert (entry.n, entry.dataset_fingerprint, entry.clean_accuracy) == (smoke["n"], smoke["dataset_fingerprint"], 1.0)
+    # The key holds n and the fingerprint; the slot does not.
+    assert entry.key() == (*entry.slot(), smoke["n"], smoke["dataset_fingerprint"] or "")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda e: e.update(clean_accuracy_ci=[0.1, 0.2]), "interval [0.1, 0.2] of clean_accuracy does not hold its value 0.9"),
+    (lambda e: e.update(worst_case_robust_accuracy=0.6, worst_case_robust_accuracy_ci=_ci(0.6)),
+     "worst_case_robust_accuracy 0.6 is above robust_accuracy['pgd_linf'] 0.4"),
+    (lambda e: e["robust_accuracy_ci"].pop("fgm_linf"), "robust_accuracy_ci has intervals for ['pgd_linf']"),
+    (lambda e: e.update(date="2026-13-45T00:00:00"), "date '2026-13-45T00:00:00' is not an ISO 8601"),
+])
+def test_an_entry_whose_numbers_cannot_all_be_true_is_refused(bad, message, tmp_path):
+    entry = _entry("m", 0.9, 0.4)
+    bad(entry)
+    path = tmp_path / "leaderboard.json"
+    path.write_text(json.dumps(_board(entry)))
+    with pytest.raises(ConfigError) as refused:
+        leaderboard.load(path)
+    assert message in str(refused.value) and "entries.0" in str(refused.value)
+
+
+def test_version_1_leaderboard_loads_with_wilson_intervals(tmp_path):
+    old = _entry("m", 0.9, 0.4, n=50)
+    for field in ("clean_accuracy_ci", "robust_accuracy_ci", "worst_case_robust_accuracy_ci"):
+        del old[field]
+    path = tmp_path / "leaderboard.json"
+    path.write_text(json.dumps({"leaderboard_version": 1, "entries": [old]}))
+    entry = leaderboard.load(path).entries[0]
+    assert entry.clean_accuracy_ci == list(wilson_interval(45, 50))
+    assert entry.worst_case_robust_accuracy_ci == list(wilson_interval(20, 50))
+    assert entry.robust_accuracy_ci["fgm_linf"] == pytest.approx(list(wilson_interval(25, 50)))
+    # Written back as version 2, intervals included.
+    assert json.loads(leaderboard.dumps(leaderboard.load(path)))["leaderboard_version"] == 2
+    # The published leaderboard loads, whichever version it is at, with an interval per accuracy.
+    published = leaderboard.load(ROOT / "leaderboard" / "leaderboard.json")
+    assert published.entries and all(set(e.robust_accuracy_ci) == set(e.robust_accuracy) for e in published.entries)
+    path.write_text(json.dumps({"leaderboard_version": 3, "entries": []}))
+    with pytest.raises(ConfigError, match="leaderboard_version 3; this advsuite reads versions 1, 2"):
+        leaderboard.load(path)
+
+
+def test_entries_copy_recorded_intervals_and_compute_wilson_for_older_results(tmp_path):
+    from suite.report.results import upgrade
+
+    older = leaderboard.entries_from_results(leaderboard.read_results(DATA / "results_v1_vision.json"))[0]
+    assert older.n == 200 and older.clean_accuracy == 1.0
+    assert older.clean_accuracy_ci == list(wilson_interval(200, 200))
+    assert older.robust_accuracy_ci["fgm_linf"] == list(wilson_interval(0.055 * 200, 200))
+    assert older.worst_case_robust_accuracy_ci == list(wilson_interval(0, 200))
+    assert older.worst_case_robust_accuracy_ci[1] == pytest.approx(0.01884, abs=1e-4)  # 0/200: up to 1.9%
+    data = upgrade(json.loads((DATA / "results_v1_vision.json").read_text()))
+    data["clean_accuracy_ci"] = [0.97, 1.0]
+    data["attacks"]["fgm_linf"]["robust_accuracy_ci"] = [0.03, 0.09]
+    data["threat_models"]["linf eps=0.03"]["worst_case_robust_accuracy_ci"] = [0.0, 0.02]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    recorded = leaderboard.entries_from_results(leaderboard.read_results(path))[0]
+    assert recorded.clean_accuracy_ci == [0.97, 1.0] and recorded.worst_case_robust_accuracy_ci == [0.0, 0.02]
+    assert recorded.robust_accuracy_ci == {"fgm_linf": [0.03, 0.09], "pgd_linf": list(wilson_interval(0, 200))}
+
+
+# --------------------------------------------------------------------------- NaN and infinities
+
+
+@pytest.mark.parametrize("where, literal", [
+    ("model.temperature", "NaN"),
+    ("compute_seconds", "Infinity"),
+    ("calibration.ece", "NaN"),
+    ("calibration.reliability.14.confidence", "-Infinity"),
+    ("adversary.opt.grid", "NaN"),
+    ("attacks.pgd_linf.params.eps", "1e999"),
+])
+def test_results_with_nan_or_infinity_anywhere_are_refused_naming_the_field(where, literal, tmp_path):
+    data = json.loads((DATA / "results_v1_vision.json").read_text())
+    *parents, last = where.split(".")
+    target = data
+    for part in parents:
+        target = target[int(part)] if isinstance(target, list) else target.setdefault(part, {})
+    target[last] = "@@"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data).replace('"@@"', literal))
+    board = tmp_path / "leaderboard.json"
+    with pytest.raises(ConfigError) as refused:
+        leaderboard.add([path], board)
+    spelled = {"1e999": "Infinity"}.get(literal, literal)
+    assert f"{where} is {spelled}; results files hold finite numbers only" in str(refused.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_a_leaderboard_holding_nan_is_refused_and_none_is_ever_written(tmp_path):
+    path = tmp_path / "leaderboard.json"
+    path.write_text(json.dumps(_board(_entry("m", 0.9, 0.4, compute_seconds=math.nan))))
+    assert "NaN" in path.read_text()
+    with pytest.raises(ConfigError, match=r"entries\.0\.compute_seconds is NaN"):
+        leaderboard.load(path)
+    # Validation refuses non-finite numbers in typed fields...
+    with pytest.raises(Exception, match="finite number"):
+        Entry(**_entry("m", 0.9, 0.4, temperature=math.inf))
+    # ...and the writer refuses them even when validation was bypassed.
+    sneaked = Leaderboard.model_construct(leaderboard_version=2, entries=[
+        Entry.model_construct(**_entry("m", 0.9, 0.4, compute_seconds=math.inf))])
+    with pytest.raises(ValueError, match=r"entries\.0\.compute_seconds = Infinity"):
+        leaderboard.dumps(sneaked)
+
+
+def test_write_results_refuses_nan_naming_the_field(tmp_path):
+    from suite.report.results import Results, write_results
+
+    results = leaderboard.read_results(DATA / "results_v1_vision.json")
+    broken = results.model_copy(update={"calibration": {**results.calibration, "nll": math.nan}})
+    with pytest.raises(ValueError, match=r"calibration\.nll = NaN"):
+        write_results(tmp_path / "results.json", broken)
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(Exception, match=r"calibration\.nll is NaN"):
+        Results.model_validate({**results.model_dump(mode="json"), "calibration": {"nll": math.nan}})
+    write_results(tmp_path / "results.json", results)
+    assert Results.model_validate_json((tmp_path / "results.json").read_text()) == results
+
+
+# --------------------------------------------------------------------------- the lock
+
+
+def test_concurrent_adds_lose_no_entry_and_leave_no_lock_file(tmp_path):
+    data = json.loads((DATA / "results_v1_vision.json").read_text())
+    files = []
+    for index in range(4):
+        data["model"]["name"] = f"model-{index}"
+        files.append(tmp_path / f"results-{index}.json")
+        files[-1].write_text(json.dumps(data))
+    board = tmp_path / "site" / "leaderboard.json"
+    script = "import sys; from suite.report import leaderboard; leaderboard.add([sys.argv[1]], sys.argv[2])"
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(path), str(board)], cwd=ROOT) for path in files]
+    assert [process.wait(timeout=120) for process in processes] == [0] * 4
+    assert sorted(e.model for e in leaderboard.load(board).entries) == [f"model-{i}" for i in range(4)]
+    assert sorted(p.name for p in board.parent.iterdir()) == ["index.html", "leaderboard.json", "schema.json"]
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +330,54 @@ def test_cli_add_validates_merges_idempotently_and_shows(demo_results, tmp_path,
     assert "builtin:digits-cnn" in shown and "character-level" not in shown
 
 
+def _advsuite(*args) -> int:
+    from suite.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    return done.value.code
+
+
+def test_cli_refuses_a_smaller_evaluation_unless_replace(tmp_path, capsys):
+    board = tmp_path / "leaderboard.json"
+    full = tmp_path / "full.json"
+    shutil.copy(DATA / "results_v1_vision.json", full)
+    smoke = tmp_path / "smoke.json"
+    data = json.loads(full.read_text())
+    data["dataset"]["n"] = 10  # a --limit 10 run of the same model
+    smoke.write_text(json.dumps(data))
+    assert _advsuite("leaderboard", "add", str(full), "--leaderboard", str(board)) == 0
+    before, files = board.read_bytes(), sorted(tmp_path.iterdir())
+    capsys.readouterr()
+    assert _advsuite("leaderboard", "add", str(smoke), "--leaderboard", str(board)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("advsuite: error: ")
+    assert "with n=200 and dataset fingerprint 'sklearn-digits-32px-test'; these results have n=10" in err
+    assert "pass --replace" in err
+    assert board.read_bytes() == before and sorted(tmp_path.iterdir()) == files
+    # Re-adding the same evaluation replaces it, byte for byte.
+    assert _advsuite("leaderboard", "add", str(full), "--leaderboard", str(board)) == 0
+    assert board.read_bytes() == before
+    assert _advsuite("leaderboard", "add", str(smoke), "--leaderboard", str(board), "--replace") == 0
+    assert "0 added, 1 replaced, 1 entries" in capsys.readouterr().out
+    (entry,) = leaderboard.load(board).entries
+    assert entry.n == 10 and entry.clean_accuracy_ci == list(wilson_interval(10, 10))
+    assert sorted(tmp_path.iterdir()) == files  # no lock file, no temporary file
+
+
+def test_cli_show_prints_intervals_and_no_terminal_controls(tmp_path, capsys):
+    board = tmp_path / "leaderboard.json"
+    hostile = "evil\x1b[2J\x1b]0;pwned\x07\u202etxt.exe\u2066"
+    board.write_text(json.dumps(_board(_entry(hostile, 0.9, 0.4, task="t\x9b1m/test", warnings=["\x1b[31m"]))))
+    assert _advsuite("leaderboard", "show", "--leaderboard", str(board)) == 0
+    shown = capsys.readouterr().out
+    assert "evil\\x1b[2J\\x1b]0;pwned\\x07\\u202etxt.exe\\u2066" in shown and "t\\x9b1m/test" in shown
+    assert not any(char in shown for char in "\x1b\x07\x9b\u202e\u2066")
+    low, high = wilson_interval(180, 200)
+    assert f"90.0 [{100 * low:.1f}, {100 * high:.1f}]" in shown and "pgd_linf 40.0 [" in shown
+    assert "clean [95% CI]" in shown
+
+
 def test_bad_input_leaves_the_leaderboard_untouched(demo_results, tmp_path):
     path = tmp_path / "leaderboard.json"
     leaderboard.add([demo_results / "vision" / "results.json"], path)
@@ -194,7 +414,11 @@ f.addEventListener("load", () => {
     clearInterval(poll);
     const seen = {initial: rows(d), rendered: d.body.dataset.rendered, pwned: d.body.dataset.pwned || null,
                   cells: [...d.querySelectorAll("#rows tr td:nth-child(2)")].map((td) => td.textContent),
-                  injected: d.querySelectorAll("#rows script, #rows img").length,
+                  revisions: [...d.querySelectorAll("#rows tr td:nth-child(3)")].map((td) => td.textContent),
+                  clean: [...d.querySelectorAll("#rows tr td:nth-child(6)")].map((td) => td.textContent),
+                  attacks: [...d.querySelectorAll("#rows tr td:nth-child(8)")].map((td) => td.textContent),
+                  options: [...d.querySelectorAll("#sort option")].map((o) => o.textContent),
+                  injected: d.querySelectorAll("script").length - 1 + d.querySelectorAll("img").length,
                   illusion: [...d.querySelectorAll("#rows .illusion")].map((b) => b.textContent)};
     d.querySelector('th[data-key="clean_accuracy"]').click();
     seen.clickOnce = rows(d);
@@ -228,8 +452,9 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("site")
     shutil.copy(ROOT / "leaderboard" / "index.html", root / "index.html")
     board = _board(
-        _entry("robust-net", 0.80, 0.50),
-        _entry(XSS, 0.95, 0.10, illusion={"flagged": True, "max_drop": 0.123, "findings": [XSS]}, warnings=[XSS]),
+        _entry("robust-net", 0.80, 0.50, revision=BIDI),
+        _entry(XSS, 0.95, 0.10, illusion={"flagged": True, "max_drop": 0.123, "findings": [XSS]}, warnings=[XSS],
+               robust_accuracy={"pgd_linf": 0.10, XSS: 0.2}),
         _entry("middle-net", 0.90, 0.30),
         _entry("text-model", 0.70, 0.20, task="builtin:sentiment/test", threat_model="word-level", eps=None, norm=None,
                robust_accuracy={"deepwordbug": 0.3, "deepwordbug@cal": 0.2}),
@@ -273,6 +498,14 @@ def test_page_renders_sorts_and_shows_markup_as_text(served):
     assert seen["initial"] == ["robust-net", "middle-net", "text-model", XSS]
     # The hostile name is text: shown verbatim, nothing injected, nothing executed.
     assert XSS in seen["cells"] and seen["injected"] == 0 and seen["pwned"] is None
+    assert f"robust accuracy: {XSS}" in seen["options"] and any(XSS in cell for cell in seen["attacks"])
+    # Control and bidi characters are shown escaped, as `leaderboard show` prints them.
+    assert "v1\\u202etxt.exe\\x1b[2J" in seen["revisions"] and not any("\u202e" in r for r in seen["revisions"])
+    # Every accuracy with its 95% interval (Wilson, n = 200: 80% is [73.9, 84.9]).
+    low, high = wilson_interval(160, 200)
+    assert seen["clean"][0] == f"80.0 [{100 * low:.1f}, {100 * high:.1f}]"
+    low, high = wilson_interval(100, 200)
+    assert f"pgd_linf 50.0 [{100 * low:.1f}, {100 * high:.1f}]" in seen["attacks"][0]
     assert seen["illusion"] == ["ILLUSION −12.3 pp"]
     # Clicking "Clean" sorts by clean accuracy, high to low; a second click reverses it.
     assert seen["clickOnce"] == [XSS, "middle-net", "robust-net", "text-model"]

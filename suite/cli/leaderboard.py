@@ -10,6 +10,7 @@ EPILOG = """examples:
   advsuite leaderboard add runs/demo                     # every task of a recipe run
   advsuite leaderboard add runs/evaluate-run/results.json
   advsuite leaderboard add runs/*/results.json --leaderboard site/leaderboard.json
+  advsuite leaderboard add runs/full-200/results.json --replace   # replace an entry evaluated on another n
   advsuite leaderboard show --threat-model linf --sort clean_accuracy
   python -m http.server --directory leaderboard   # then open http://localhost:8000
 """
@@ -22,6 +23,9 @@ def add_parser(subparsers) -> None:
     add = actions.add_parser("add", help="validate results.json files and merge them (same entry again: replaced)")
     add.add_argument("results", nargs="+", type=Path,
                      help="results.json files, run directories, or a recipe's output directory (one sub-dir per task)")
+    add.add_argument("--replace", action="store_true",
+                     help="replace an entry of the same model, task and threat model that was evaluated on another "
+                          "n or dataset (refused without it, so a smoke test never replaces a real entry)")
     show = actions.add_parser("show", help="print the leaderboard as a table")
     show.add_argument("--task", help="only this task (dataset/split, e.g. builtin:digits/test)")
     show.add_argument("--threat-model", help="only this threat model (linf, l2, word-level...)")
@@ -46,23 +50,40 @@ def _results_files(path: Path) -> list[Path]:
     return found
 
 
-def handle(args: argparse.Namespace) -> int:
+def _write_schema(output: Path, text: str) -> None:
+    """Write the schema to ``output``, refusing (before writing) a directory or a missing parent."""
+    from suite.errors import ConfigError
     from suite.paths import atomic_write_text
+
+    if output.is_dir():
+        raise ConfigError(f"--output {str(output)!r} is a directory; name the schema file, "
+                          f"e.g. {str(output / 'schema.json')!r}")
+    if not output.parent.is_dir():
+        raise ConfigError(f"--output {str(output)!r}: the directory {str(output.parent)!r} does not exist")
+    try:
+        atomic_write_text(output, text)
+    except OSError as error:
+        raise ConfigError(f"cannot write {str(output)!r}: {error.strerror or error}") from error
+
+
+def handle(args: argparse.Namespace) -> int:
+    from suite.errors import ConfigError
     from suite.report import leaderboard
+    from suite.text import printable
 
     if args.action == "schema":
         text = json.dumps(leaderboard.schema(), indent=2) + "\n"
         if args.output is None:
             print(text, end="")
         else:
-            atomic_write_text(args.output, text)
+            _write_schema(args.output, text)
         return 0
     path = args.leaderboard or leaderboard.DEFAULT_PATH
     if args.action == "add":
-        board, added, replaced = leaderboard.add([f for p in args.results for f in _results_files(p)], path)
-        print(f"{path}: {added} added, {replaced} replaced, {len(board.entries)} entries")
+        files = [f for p in args.results for f in _results_files(p)]
+        board, added, replaced = leaderboard.add(files, path, replace=args.replace)
+        print(printable(f"{path}: {added} added, {replaced} replaced, {len(board.entries)} entries"))
         return 0
-    from suite.errors import ConfigError
     from suite.report.table import format_rows
 
     if not path.exists():

@@ -7,105 +7,110 @@ and its budget ε (``linf`` at ε = 0.03 and at ε = 0.1 are two entries), or a 
 (``word-level``, ``character-level``). Distributional attacks never enter an entry's robust
 accuracy. Results files of schema version 1 are read through
 :func:`suite.report.results.upgrade`. A model served at a design temperature is its own model
-(``builtin:sentiment-tiny@T=0.005``). Numbers are JSON numbers, never strings (RobustBench's
-``model_info`` files store "89.69"); accuracies are fractions in [0, 1].
+(``builtin:sentiment-tiny@T=0.005``). Each accuracy carries its 95% confidence interval,
+copied from the results, or Wilson's from the accuracy and n for files written before results
+recorded intervals.
 
-The file's schema is :class:`Leaderboard`; ``leaderboard/schema.json`` is its JSON Schema
-(``advsuite leaderboard schema`` writes it, a test checks the two agree). Adding the same entry
-again replaces it, so merging is idempotent; writes are atomic and serialised by a lock file.
+An entry's key is its slot (task, threat model, ε, model, revision) and the evaluation behind
+it: n and the dataset fingerprint. Adding an entry with the same key replaces it, so merging is
+idempotent; an entry for an occupied slot with another n or dataset (a ``--limit 10`` smoke
+test over a 200-example entry) is refused unless ``replace`` is given.
+
+The file's schema is :class:`~suite.report.leaderboard_schema.Leaderboard` (re-exported here).
+Everything is validated before anything is written; writes are atomic and serialised by a lock
+on the leaderboard's directory.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
+import os
 import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from suite.errors import ConfigError, format_validation_error
+from suite import strict_json
+from suite.errors import ConfigError
+from suite.intervals import wilson_interval
 from suite.paths import atomic_write_text
+from suite.report.leaderboard_schema import (
+    LEADERBOARD_VERSION,
+    READABLE_VERSIONS,
+    Entry,
+    Illusion,
+    Leaderboard,
+    empty,
+    is_int,
+    schema,
+    upgrade,
+)
+from suite.text import printable
 
-LEADERBOARD_VERSION = 1
+__all__ = ["DEFAULT_PATH", "LEADERBOARD_VERSION", "Entry", "Illusion", "Leaderboard", "add", "dumps", "empty",
+           "entries_from_results", "install_page", "load", "merge", "merge_all", "read_results", "rows", "schema",
+           "upgrade"]
+
+RESULTS_VERSIONS = (1, 2)
 DEFAULT_PATH = Path("leaderboard") / "leaderboard.json"
 #: A source checkout first, then where a wheel installs the page and the schema.
 PAGE_DIRS = (Path(__file__).resolve().parents[2] / "leaderboard", Path(sys.prefix) / "share" / "advsuite" / "leaderboard")
-Fraction = Field(ge=0.0, le=1.0)
 
 
-class _Strict(BaseModel):
-    # strict: "0.5" is not a number; extra fields are refused (a typo is not silently kept).
-    model_config = ConfigDict(extra="forbid", strict=True)
+# --------------------------------------------------------------------------- results → entries
 
 
-class Illusion(_Strict):
-    flagged: bool = Field(description="an aware adversary (cal/opt) or a transfer attack beat the out-of-the-box attack")
-    max_drop: float = Field(description="largest robust-accuracy drop it caused (fraction)")
-    findings: list[str]
+def _interval(recorded: list[float] | None, accuracy: float, n: int) -> list[float]:
+    """The recorded 95% interval, or Wilson's from the accuracy and n (older results files hold
+    0/1 correctness, for which Wilson's is the interval the suite records)."""
+    if recorded is not None:
+        return list(recorded)
+    return list(wilson_interval(accuracy * n, n))
 
 
-class Entry(_Strict):
-    """One (task, threat model, model, revision) row of the leaderboard."""
-
-    task: str = Field(description="dataset and split, e.g. builtin:digits/test")
-    threat_model: str = Field(description="linf, l2, word-level, character-level...")
-    eps: float | None = Field(ge=0, description="perturbation budget of the threat model (None for word-level)")
-    norm: str | None = Field(description="norm of the ε-ball (None for word-level)")
-    model: str = Field(description="model display name (a design temperature makes a distinct model)")
-    model_spec: str
-    revision: str | None
-    temperature: float = Field(gt=0)
-    clean_accuracy: float = Fraction
-    robust_accuracy: dict[str, Annotated[float, Fraction]] = Field(description="per attack (and adversary temperature), fractions in [0, 1]")
-    worst_case_robust_accuracy: float = Fraction
-    distributional_accuracy: float | None = Field(
-        None, ge=0.0, le=1.0, description="accuracy under a Wasserstein distributional attack, where computed")
-    n: int = Field(ge=1, description="examples evaluated")
-    seed: int
-    suite_version: str
-    recipe_hash: str = Field(min_length=8)
-    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T", description="when the results were written (ISO 8601)")
-    compute_seconds: float | None = Field(ge=0)
-    illusion: Illusion | None
-    warnings: list[str] = Field(description="sanity-check warnings of the run (possible gradient masking...)")
-    dataset_fingerprint: str | None = None
-    recipe_task: str = Field(description="task name in the recipe (evaluate for one-command runs)")
-
-    def key(self) -> tuple[str, str, float | None, str, str]:
-        return (self.task, self.threat_model, self.eps, self.model, self.revision or "")
-
-
-class Leaderboard(_Strict):
-    """Schema of ``leaderboard/leaderboard.json``."""
-
-    leaderboard_version: int = Field(ge=1)
-    entries: list[Entry]
-
-
-def schema() -> dict[str, Any]:
-    """The JSON Schema of leaderboard.json (what ``leaderboard/schema.json`` holds)."""
-    document = Leaderboard.model_json_schema()
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **document}
-
-
-def entries_from_results(results: Any) -> list[Entry]:
-    """Leaderboard entries of one validated :class:`~suite.report.results.Results`."""
+def _check_results(results: Any, source: str) -> None:
+    """What the results schema cannot say but an entry needs: examples, a date, known attacks."""
+    if results.dataset.n < 1:
+        raise ConfigError(f"{source!r}: dataset.n is {results.dataset.n}: results of no examples cannot enter the "
+                          "leaderboard; evaluate at least one example")
+    try:
+        datetime.fromisoformat(results.created)
+    except ValueError:
+        raise ConfigError(f"{source!r}: created {results.created!r} is not an ISO 8601 date and time "
+                          "(e.g. 2026-11-23T10:00:00+00:00)") from None
     if not results.threat_models:
         raise ConfigError(f"results of task {results.task!r} have no per-threat-model worst case (written by an "
                           "older advsuite): rerun the same command to refresh results.json (finished records are reused)")
+    for label, group in results.threat_models.items():
+        unknown = [name for name in group.attacks if name not in results.attacks]
+        if unknown:
+            raise ConfigError(f"{source!r}: threat model {label!r} names attack(s) {unknown!r} that are not in "
+                              f"attacks ({sorted(results.attacks)!r})")
+
+
+def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
+    """Leaderboard entries of one validated :class:`~suite.report.results.Results`.
+
+    Args:
+        results: The results.
+        source: Where they came from, for messages (the file name).
+    """
+    _check_results(results, source)
     illusion = None
     if results.illusion is not None:
         illusion = Illusion(flagged=results.illusion.flagged, max_drop=results.illusion.max_drop,
                             findings=[str(item.get("message", item)) for item in results.illusion.findings])
+    n = results.dataset.n
     entries = []
     for group in results.threat_models.values():
         threat = group.threat
-        entries.append(Entry(
+        attacks = {key: results.attacks[key] for key in group.attacks}
+        fields = dict(
             task=f"{results.dataset.spec}/{results.dataset.split}",
             threat_model=threat.norm if threat.level is None else f"{threat.level}-level",
             eps=threat.eps,
@@ -115,9 +120,14 @@ def entries_from_results(results: Any) -> list[Entry]:
             revision=results.model.revision,
             temperature=results.model.temperature,
             clean_accuracy=results.clean_accuracy,
-            robust_accuracy={key: results.attacks[key].robust_accuracy for key in group.attacks},
+            clean_accuracy_ci=_interval(results.clean_accuracy_ci, results.clean_accuracy, n),
+            robust_accuracy={key: entry.robust_accuracy for key, entry in attacks.items()},
+            robust_accuracy_ci={key: _interval(entry.robust_accuracy_ci, entry.robust_accuracy, n)
+                                for key, entry in attacks.items()},
             worst_case_robust_accuracy=group.worst_case_robust_accuracy,
-            n=results.dataset.n,
+            worst_case_robust_accuracy_ci=_interval(group.worst_case_robust_accuracy_ci,
+                                                    group.worst_case_robust_accuracy, n),
+            n=n,
             seed=results.seed,
             suite_version=results.suite_version,
             recipe_hash=results.config_hash,
@@ -127,7 +137,12 @@ def entries_from_results(results: Any) -> list[Entry]:
             warnings=list(results.warnings),
             dataset_fingerprint=results.dataset.fingerprint,
             recipe_task=results.task,
-        ))
+        )
+        try:
+            entries.append(Entry(**fields))
+        except ValidationError as error:
+            raise ConfigError(f"{source!r} cannot make a leaderboard entry for {threat.label!r}: "
+                              f"{_describe(error)}") from error
     return entries
 
 
@@ -136,78 +151,163 @@ def read_results(path: Path) -> Any:
     first problem); version 1 is upgraded to version 2."""
     from suite.report.results import Results, upgrade
 
+    data = strict_json.read_json(path, "results")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{str(path)!r} holds a JSON {_kind(data)}, not an advsuite results object")
+    version = data.get("schema_version")
+    if not is_int(version) or version not in RESULTS_VERSIONS:
+        raise ConfigError(f"{str(path)!r} has schema_version {version!r}; this advsuite reads results of schema "
+                          f"versions {', '.join(map(str, RESULTS_VERSIONS))} (a newer file needs a newer advsuite)")
     try:
-        data = json.loads(Path(path).read_text())
-    except OSError as error:
-        raise ConfigError(f"cannot read results {str(path)!r}: {error.strerror or error}") from error
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{str(path)!r} is not JSON ({error.msg}, line {error.lineno})") from error
+        upgraded = upgrade(data)
+    except (AttributeError, TypeError) as error:
+        # upgrade() reads the version 1 layout; a file claiming version 1 may hold anything.
+        raise ConfigError(f"{str(path)!r} is not a valid version 1 results file: its layout does not match "
+                          f"({type(error).__name__}: {error})") from error
     try:
-        return Results.model_validate(upgrade(data))
+        return Results.model_validate(upgraded)
     except ValidationError as error:
         raise ConfigError(f"{str(path)!r} is not a valid advsuite results file: {_describe(error)}") from error
 
 
+# --------------------------------------------------------------------------- the file
+
+
 def load(path: Path) -> Leaderboard:
-    """The leaderboard at ``path`` (empty when the file does not exist yet)."""
+    """The leaderboard at ``path`` (empty when the file does not exist yet); version 1 files
+    are upgraded."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"the leaderboard {str(path)!r} is a directory; name the leaderboard file, "
+                          f"e.g. {str(path / 'leaderboard.json')!r}")
     if not path.exists():
-        return Leaderboard(leaderboard_version=LEADERBOARD_VERSION, entries=[])
+        return empty()
+    if not path.is_file():
+        raise ConfigError(f"the leaderboard {str(path)!r} is not a regular file")
+    data = strict_json.read_json(path, "leaderboard")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{str(path)!r} holds a JSON {_kind(data)}, not a leaderboard object; it was left untouched")
+    version = data.get("leaderboard_version")
+    if is_int(version) and version not in READABLE_VERSIONS:
+        raise ConfigError(f"{str(path)!r} has leaderboard_version {version}; this advsuite reads versions "
+                          f"{', '.join(map(str, READABLE_VERSIONS))} (a newer file needs a newer advsuite); "
+                          "it was left untouched")
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{str(path)!r} is not JSON ({error.msg}, line {error.lineno}); it was left untouched") from error
-    try:
-        return Leaderboard.model_validate(data)
+        return Leaderboard.model_validate(upgrade(data))
     except ValidationError as error:
         raise ConfigError(f"{str(path)!r} does not match leaderboard/schema.json: {_describe(error)}; "
                           "it was left untouched") from error
 
 
-def merge(board: Leaderboard, new: Iterable[Entry]) -> tuple[Leaderboard, int, int]:
-    """``board`` with ``new`` entries added; an entry with the same key replaces the old one.
+def merge(board: Leaderboard, new: Iterable[Entry], replace: bool = False,
+          source: str = "results") -> tuple[Leaderboard, int, int]:
+    """``board`` with ``new`` entries added.
 
-    Returns the board and how many entries were added and replaced. Entries are sorted by key
-    so the file's content depends only on the set of entries."""
-    by_key = {entry.key(): entry for entry in board.entries}
+    An entry with the same key (the same evaluation) replaces the old one. An entry for an
+    occupied slot from another evaluation (another n or dataset fingerprint) is refused with a
+    :class:`ConfigError` saying what is there, unless ``replace``.
+
+    Returns the board and how many entries were added and replaced. Entries are sorted by slot
+    so the file's content depends only on the set of entries.
+    """
+    by_slot = {entry.slot(): entry for entry in board.entries}
     added = replaced = 0
     for entry in new:
-        if entry.key() in by_key:
-            replaced += 1
-        else:
+        old = by_slot.get(entry.slot())
+        if old is None:
             added += 1
-        by_key[entry.key()] = entry
-    ordered = [by_key[key] for key in sorted(by_key, key=lambda k: (k[0], k[1], -1.0 if k[2] is None else k[2], k[3], k[4]))]
+        elif old.key() != entry.key() and not replace:
+            raise ConfigError(_conflict(old, entry, source))
+        else:
+            replaced += 1
+        by_slot[entry.slot()] = entry
+    ordered = [by_slot[slot] for slot in sorted(by_slot, key=lambda s: (s[0], s[1], -1.0 if s[2] is None else s[2], s[3], s[4]))]
     return Leaderboard(leaderboard_version=LEADERBOARD_VERSION, entries=ordered), added, replaced
 
 
+def _conflict(old: Entry, new: Entry, source: str) -> str:
+    return (f"{source!r}: {new.model!r} (revision {new.revision!r}) on {new.task!r} under {new.threat_label()!r} is "
+            f"already on the leaderboard from another evaluation, with n={old.n} and dataset fingerprint "
+            f"{old.dataset_fingerprint!r}; these results have n={new.n} and fingerprint {new.dataset_fingerprint!r}. "
+            "A different evaluation never replaces an entry silently: pass --replace to replace it")
+
+
+def merge_all(board: Leaderboard, sourced: Iterable[tuple[str, list[Entry]]],
+              replace: bool = False) -> tuple[Leaderboard, int, int]:
+    """:func:`merge` of each results file's entries in turn; counts are against ``board``."""
+    before = {entry.slot() for entry in board.entries}
+    touched: set[tuple[str, str, float | None, str, str]] = set()
+    for source, entries in sourced:
+        board, _, _ = merge(board, entries, replace, source)
+        touched.update(entry.slot() for entry in entries)
+    return board, len(touched - before), len(touched & before)
+
+
 def dumps(board: Leaderboard) -> str:
-    return json.dumps(board.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+    """The file's text: sorted entries, indented, UTF-8."""
+    # Never a bare NaN (nor a silent null) in the file, whatever validation let through.
+    strict_json.check_finite(board.model_dump(), "the leaderboard")
+    return strict_json.dumps(board.model_dump(mode="json"), "the leaderboard", indent=2, ensure_ascii=False) + "\n"
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Serialise read-modify-write of one leaderboard between processes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "w") as handle:
+def locked(directory: Path) -> Iterator[None]:
+    """Serialise read-modify-write of the leaderboards in ``directory`` between processes.
+
+    The lock is ``flock`` on the directory itself, so there is no lock file to leave behind.
+    The alternatives fail: a lock file removed after use lets a process that waited on the
+    removed file and one that created a fresh file both hold "the" lock; locking the
+    leaderboard file itself fails because the atomic write replaces the file (a waiter wakes
+    holding the old inode while a newcomer locks the new one). The directory outlives both.
+    Output directories are locked the same way while a run writes, so a leaderboard kept in
+    a run's output directory waits for that run.
+    """
+    handle = os.open(directory, os.O_RDONLY)
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
 
 
-def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH) -> tuple[Leaderboard, int, int]:
-    """Validate every results file first, then merge them into ``path`` atomically.
-
-    Nothing is written when any input is invalid. The static page (``index.html``) and the
-    schema are copied beside a new leaderboard so the directory can be published as is."""
+def check_target(path: Path) -> None:
+    """Refuse a leaderboard path that cannot be written, before anything is read or written."""
     path = Path(path)
-    new = [entry for results_path in results_paths for entry in entries_from_results(read_results(results_path))]
-    with locked(path):
-        board, added, replaced = merge(load(path), new)
-        atomic_write_text(path, dumps(board))
-    install_page(path.parent)
+    if path.is_dir():
+        raise ConfigError(f"the leaderboard {str(path)!r} is a directory; name the leaderboard file, "
+                          f"e.g. {str(path / 'leaderboard.json')!r}")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"cannot write the leaderboard {str(path)!r}: {str(parent)!r} is not a directory")
+            break
+
+
+def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool = False) -> tuple[Leaderboard, int, int]:
+    """Validate every results file and the leaderboard first, then merge them into ``path``
+    atomically.
+
+    Nothing is written (no directory, no lock file) when any input is invalid or an entry would
+    replace another evaluation without ``replace``. The static page (``index.html``) and the
+    schema are copied beside a new leaderboard so the directory can be published as is.
+    """
+    path = Path(path)
+    check_target(path)
+    sourced = [(str(p), entries_from_results(read_results(p), str(p))) for p in results_paths]
+    merge_all(load(path), sourced, replace)  # every refusal before anything is written
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with locked(path.parent):
+            # Again, under the lock: another add may have written meanwhile.
+            board, added, replaced = merge_all(load(path), sourced, replace)
+            atomic_write_text(path, dumps(board))
+    except OSError as error:
+        raise ConfigError(f"cannot write the leaderboard {str(path)!r}: {error.strerror or error}") from error
+    try:
+        install_page(path.parent)
+    except OSError as error:
+        raise ConfigError(f"the leaderboard {str(path)!r} was written, but the page could not be copied beside it: "
+                          f"{error.strerror or error}") from error
     return board, added, replaced
 
 
@@ -223,13 +323,34 @@ def install_page(directory: Path) -> list[Path]:
     return copied
 
 
-def _describe(error: ValidationError) -> str:
-    return format_validation_error(error, unknown="unknown field")
+def _describe(error: ValidationError, shown: int = 3) -> str:
+    """One line: 'field: message; ...' for the first ``shown`` problems, printable (field names
+    come from the file)."""
+    parts = []
+    for item in error.errors()[:shown]:
+        where = ".".join(str(part) for part in item["loc"])
+        message = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
+        parts.append(printable(f"{where}: {message}" if where else message))
+    more = error.error_count() - shown
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _kind(value: Any) -> str:
+    return {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _percent(value: float, interval: list[float]) -> str:
+    """``61.0 [54.2, 67.5]``: percent with its 95% interval."""
+    return f"{100 * value:.1f} [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]"
 
 
 def rows(board: Leaderboard, task: str | None = None, threat_model: str | None = None,
-         sort: str = "worst_case_robust_accuracy") -> list[dict[str, Any]]:
-    """Table rows of the entries matching the filters, best first by ``sort``."""
+         sort: str = "worst_case_robust_accuracy") -> list[dict[str, str]]:
+    """Table rows of the entries matching the filters, best first by ``sort``; every cell
+    printable (fields come from files anyone can write)."""
     selected = [e for e in board.entries if (task is None or e.task == task)
                 and (threat_model is None or e.threat_model == threat_model)]
 
@@ -239,17 +360,18 @@ def rows(board: Leaderboard, task: str | None = None, threat_model: str | None =
         return entry.robust_accuracy.get(sort, -1.0)
 
     selected.sort(key=value, reverse=True)
-    return [
+    table = [
         {
             "task": e.task,
-            "threat model": e.threat_model if e.eps is None else f"{e.threat_model} eps={e.eps:g}",
+            "threat model": e.threat_label(),
             "model": e.model,
             "revision": e.revision or "-",
-            "clean": f"{100 * e.clean_accuracy:.1f}",
-            "worst case": f"{100 * e.worst_case_robust_accuracy:.1f}",
-            "attacks": ", ".join(f"{k} {100 * v:.1f}" for k, v in e.robust_accuracy.items()),
+            "clean [95% CI]": _percent(e.clean_accuracy, e.clean_accuracy_ci),
+            "worst case [95% CI]": _percent(e.worst_case_robust_accuracy, e.worst_case_robust_accuracy_ci),
+            "attacks [95% CI]": ", ".join(f"{k} {_percent(v, e.robust_accuracy_ci[k])}" for k, v in e.robust_accuracy.items()),
             "n": str(e.n),
             "illusion": "-" if e.illusion is None or not e.illusion.flagged else f"YES (-{100 * e.illusion.max_drop:.1f} pp)",
         }
         for e in selected
     ]
+    return [{column: printable(cell) for column, cell in row.items()} for row in table]

@@ -18,7 +18,6 @@ version 2 (the leaderboard still accepts them).
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import sys
@@ -27,8 +26,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from suite import strict_json
 from suite.paths import atomic_write_text
 from suite.threat import Access, Metric, Threat
 
@@ -41,7 +41,8 @@ TRACKED_PACKAGES = ("torch", "transformers", "timm", "textattack", "datasets", "
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # allow_inf_nan: NaN and ±infinity are not JSON numbers, and one of them takes the page down.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class ModelEntry(_Strict):
@@ -178,6 +179,15 @@ class Results(_Strict):
     config_hash: str
     provenance: Provenance
 
+    @model_validator(mode="before")
+    @classmethod
+    def _finite(cls, data: Any) -> Any:
+        # The free-form sections (calibration, adversary, params...) hold numbers too.
+        found = strict_json.non_finite(data) if isinstance(data, dict) else None
+        if found is not None:
+            raise ValueError(f"{found[0]} is {strict_json.spelled(found[1])}: results hold finite numbers only")
+        return data
+
 
 def git_hash() -> str | None:
     """Commit of the suite's source checkout (``None`` for an installed wheel)."""
@@ -218,8 +228,11 @@ def now() -> str:
 
 
 def write_results(path: Path, results: Results) -> Results:
-    """Write validated ``results`` atomically."""
-    atomic_write_text(Path(path), json.dumps(results.model_dump(mode="json"), indent=2) + "\n")
+    """Write validated ``results`` atomically (a NaN or infinity anywhere: ValueError naming it)."""
+    # The Python dump: the JSON one would already have turned NaN in free-form dicts into null.
+    strict_json.check_finite(results.model_dump(), f"results {str(path)!r}")
+    text = strict_json.dumps(results.model_dump(mode="json"), f"results {str(path)!r}", indent=2)
+    atomic_write_text(Path(path), text + "\n")
     return results
 
 
