@@ -10,6 +10,7 @@ or an image folder) given as ``hf:<path>`` or a bare path.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def load_eval_set(config: DatasetConfig, model: InputSpec, seed: int) -> EvalSet
         )
     if raw.modality != model.modality:
         raise DataError(f"dataset {config.spec!r} holds {raw.modality} but model {model.name!r} takes {model.modality}")
-    examples = [Example(i, _conform(x, model), y) for i, x, y in zip(raw.ids, raw.inputs, raw.labels)]
+    examples = [Example(i, _conform(x, model, i, config.spec), y) for i, x, y in zip(raw.ids, raw.inputs, raw.labels)]
     check_labels(examples, model, config.spec)
     return EvalSet(
         spec=config.spec,
@@ -92,10 +93,23 @@ def check_labels(examples: Sequence[Example], model: InputSpec, spec: str) -> No
             )
 
 
-def _conform(value: Any, model: InputSpec) -> Any:
+def _conform(value: Any, model: InputSpec, example_id: str, spec: str) -> Any:
     if model.modality == "text":
+        if not isinstance(value, str):
+            raise DataError(f"example {example_id!r} of {spec!r} has {_describe(value)} as its text; a text model "
+                            "needs a string in every row (pick another column with --text-column, or fix the row)")
         return value
+    if not isinstance(value, torch.Tensor) and not hasattr(value, "convert"):
+        raise DataError(f"example {example_id!r} of {spec!r} has {_describe(value)} as its image; an image model needs "
+                        "an image (pick another column with --image-column)")
     return conform_image(value, model.input_size)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "no value"
+    shown = repr(value)
+    return f"{type(value).__name__} {shown[:40]}{'...' if len(shown) > 40 else ''}"
 
 
 def conform_image(image: Any, input_size: tuple[int, int, int]) -> torch.Tensor:
@@ -143,7 +157,7 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
         labels = [remap[label] if 0 <= label < len(remap) else label for label in labels]
     raw = RawSplit(
         ids=[f"{config.split}-{row}" for row in rows],
-        inputs=list(subset[input_column]),
+        inputs=_inputs(subset, input_column, datasets, name),
         labels=labels,
         label_names=label_names or list(model.labels),
         modality=input_kind,
@@ -152,23 +166,116 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
     return raw, size, {input_kind: input_column, "label": label_column}
 
 
+def _inputs(subset: Any, column: str, datasets: Any, name: str) -> list[Any]:
+    """The input column's values; images are decoded one by one, so a corrupt or non-image file
+    is named in one line."""
+    if not isinstance(subset.features.get(column), datasets.Image):
+        return list(subset[column])
+    from io import BytesIO
+
+    from PIL import Image
+
+    images = []
+    for item in subset.cast_column(column, datasets.Image(decode=False))[column]:
+        source = item.get("path") or "<embedded image>"
+        try:
+            image = Image.open(BytesIO(item["bytes"]) if item.get("bytes") else item["path"])
+            image.load()
+        except Exception as error:  # noqa: BLE001 - PIL raises many types for a bad file
+            raise DataError(f"image {source!r} in {name!r} cannot be read ({type(error).__name__}: "
+                            f"{str(error).splitlines()[0] if str(error) else 'corrupt'})") from None
+        images.append(image)
+    return images
+
+
 def _hf_split(name: str, config: DatasetConfig, datasets: Any):
     path = Path(name).expanduser()
+    # `datasets` draws "Generating split" bars and says "Downloading data" while it reads local
+    # files: neither is progress a user can act on.
+    datasets.disable_progress_bars()
+    # Its parse failures are logged at ERROR before they are raised; the raised error is
+    # reported once, in one line (:func:`_loading`).
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    if path.is_file():
+        builder = FILE_BUILDERS.get(path.suffix.lower())
+        if builder is None:
+            raise DataError(f"cannot read {name!r}: unsupported file type (use {', '.join(FILE_BUILDERS)})")
+        _check_data_file(path)
+        extra = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
+        return _loading(name, config, lambda: datasets.load_dataset(
+            builder, data_files={config.split: str(path)}, split=config.split, **extra), local=True)
+    if path.is_dir():
+        files = _split_files(path, config.split)
+        for file in files:
+            _check_data_file(file)
+        return _loading(name, config, lambda: datasets.load_dataset(str(path), split=config.split), local=True)
+    if name.startswith((".", "/", "~")):
+        raise DataError(f"dataset path {name!r} does not exist")
+    return _loading(name, config, lambda: datasets.load_dataset(name, config.config, split=config.split,
+                                                                revision=config.revision), local=False)
+
+
+def _loading(name: str, config: DatasetConfig, load: Any, local: bool):
+    """Run ``load``; a failure is one line naming the dataset and the first line of its cause."""
+    from datasets.exceptions import DatasetGenerationError
+
     try:
-        if path.is_file():
-            builder = FILE_BUILDERS.get(path.suffix.lower())
-            if builder is None:
-                raise DataError(f"cannot read {name!r}: unsupported file type (use {', '.join(FILE_BUILDERS)})")
-            extra = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
-            return datasets.load_dataset(builder, data_files={config.split: str(path)}, split=config.split, **extra)
-        if path.is_dir():
-            return datasets.load_dataset(str(path), split=config.split)
-        return datasets.load_dataset(name, config.config, split=config.split, revision=config.revision)
+        return load()
     except DataError:
         raise
-    except (OSError, ValueError, KeyError) as error:  # includes DatasetNotFoundError, unknown split, bad file
-        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise DataError(f"cannot load dataset {name!r} (split {config.split!r}): {message}") from error
+    except (OSError, ValueError, KeyError, TypeError, DatasetGenerationError) as error:
+        # A local file that cannot be parsed fails in pyarrow or json deep inside `datasets`;
+        # its innermost cause says what is wrong with the file.
+        cause = error
+        while local and cause.__cause__ is not None:
+            cause = cause.__cause__
+        message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        raise DataError(f"cannot load dataset {name!r} (split {config.split!r}): {message[:300]}") from error
+
+
+def _check_data_file(path: Path) -> None:
+    """An empty or binary table file is one clear line, not a parser's traceback."""
+    if path.suffix.lower() not in FILE_BUILDERS:
+        return
+    if path.stat().st_size == 0:
+        raise DataError(f"data file {str(path)!r} is empty")
+    if path.suffix.lower() != ".parquet":
+        with open(path, "rb") as handle:
+            head = handle.read(65536)
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as error:
+            if error.start < len(head) - 4:  # not just a character cut at the end of the sample
+                raise DataError(f"data file {str(path)!r} is not UTF-8 text (byte {error.start}); is it binary?") from None
+        if b"\x00" in head:
+            raise DataError(f"data file {str(path)!r} holds NUL bytes; is it binary?")
+
+
+SHARD = re.compile(r"-\d{5}-of-\d{5}$")
+
+
+def _split_files(directory: Path, split: str) -> list[Path]:
+    """The table files of ``directory`` that `datasets` reads as ``split``; several unrelated
+    ones (``test.csv``, ``test_str.csv``) are refused rather than silently concatenated."""
+    from datasets.data_files import get_data_patterns, resolve_pattern
+
+    try:
+        patterns = get_data_patterns(str(directory))
+    except Exception:  # noqa: BLE001 - no data files: load_dataset says so in its own words
+        return []
+    files = set()
+    for pattern in patterns.get(split, []):
+        try:
+            files.update(Path(file) for file in resolve_pattern(pattern, base_path=str(directory)))
+        except FileNotFoundError:  # a pattern that matches nothing
+            continue
+    files = sorted(files)
+    tables = [file for file in files if file.suffix.lower() in FILE_BUILDERS]
+    if len(tables) > 1 and not all(SHARD.search(file.stem) for file in tables):
+        listed = ", ".join(repr(file.name) for file in tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise DataError(f"{len(tables)} files in {str(directory)!r} match split {split!r} ({listed}); "
+                        f"point the dataset at one of them, e.g. hf:{directory / tables[0].name}")
+    return tables
 
 
 def _pick_column(given: str | None, candidates: Sequence[str], columns: Sequence[str], kind: str, name: str) -> str:
@@ -195,7 +302,7 @@ def _class_label_map(names: Sequence[str], model: InputSpec) -> list[int]:
     by_name = {label.lower(): i for i, label in enumerate(model.labels)}
     if all(name.lower() in by_name for name in names):
         return [by_name[name.lower()] for name in names]
-    if all(name.isdigit() for name in names):
+    if all(name.isascii() and name.isdigit() for name in names):  # not '²', which isdigit() accepts
         return [int(name) for name in names]
     return list(range(len(names)))
 
@@ -211,7 +318,8 @@ def _label_index(value: Any, model: InputSpec, column: str, name: str) -> int:
         lowered = {label.lower(): i for i, label in enumerate(model.labels)}
         if value.lower() in lowered:
             return lowered[value.lower()]
-        if value.strip().lstrip("-").isdigit():
+        digits = value.strip().lstrip("-")
+        if digits.isascii() and digits.isdigit():
             return int(value)
     raise DataError(
         f"label {value!r} in column {column!r} of {name!r} is neither a class index nor one of the model's "
