@@ -81,6 +81,7 @@ class RecordStore:
         self._unshared: list[dict[str, Any]] = []
         self._lock: int | None = None
         self._created = False
+        self._wrote_run = False
 
     # ----------------------------------------------------------------------------------------
     # Checks: nothing is written before they pass.
@@ -154,13 +155,18 @@ class RecordStore:
             self._created = not self.directory.exists()
             self.directory.mkdir(parents=True, exist_ok=True)
             self._acquire(wait)
-            if overwrite:
-                self._clear()
-            else:
-                self._verify()  # again, under the lock: another run may have written meanwhile
-            atomic_write_text(self.directory / RUN_FILE, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")
-            for path in self._files():
-                _repair(path)
+            try:
+                if overwrite:
+                    self._clear()
+                else:
+                    self._verify()  # again, under the lock: another run may have written meanwhile
+                atomic_write_text(self.directory / RUN_FILE, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")
+                self._wrote_run = True
+                for path in self._files():
+                    _repair(path)
+            except BaseException:
+                self.close(failed=True)
+                raise
         processes.barrier()
         self.records = {}
         for path in self._files():
@@ -194,7 +200,7 @@ class RecordStore:
         if self.directory is None or self._lock is None:
             return
         try:
-            if failed and not any(path.stat().st_size for path in self._files()):
+            if failed and self._wrote_run and not any(path.stat().st_size for path in self._files()):
                 for path in self._files():
                     path.unlink(missing_ok=True)
                 (self.directory / RUN_FILE).unlink(missing_ok=True)
