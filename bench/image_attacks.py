@@ -25,7 +25,8 @@ import time
 import torch
 
 from suite.attacks import build_attack
-from suite.attacks.image.baselines import QueryCountingModule, import_torchattacks
+from suite.attacks.image.baselines import import_torchattacks
+from suite.attacks.image.query_counting import QueryCountingModule
 from suite.losses import cross_entropy
 from suite.data.config import DatasetConfig
 from suite.data.load import load_eval_set

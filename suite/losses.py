@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 
 Reduction = Literal["sum", "mean"]
 LossName = Literal["ce", "margin", "dlr"]
@@ -23,12 +22,12 @@ LossName = Literal["ce", "margin", "dlr"]
 
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Per-example cross-entropy −log p_y(x), shape N (untargeted: maximise it)."""
-    return F.cross_entropy(logits.float(), labels, reduction="none")
+    return torch.nn.functional.cross_entropy(logits.float(), labels, reduction="none")
 
 
 def targeted_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """log p_t(x), shape N: maximising it pulls the input towards class ``targets``."""
-    return -F.cross_entropy(logits.float(), targets, reduction="none")
+    return -torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
 
 
 def _gather(logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

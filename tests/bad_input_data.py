@@ -1,90 +1,162 @@
-"""Bad-input cases: data files (see ``test_bad_input.py``)."""
+"""Bad-input cases: data (see ``test_bad_input.py``).
+
+Local data files and folders that cannot give a model its examples: empty, binary or
+unparseable files; folders where several files claim one split; image folders holding a file
+that is no image; labels that are no class; columns that do not exist or hold the wrong type.
+Each is found while the dataset loads, before the run writes anything. None needs the Hub.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 from bad_input_cases import Case
 
-TEXT = ("evaluate", "--model", "builtin:sentiment-tiny", "--adversary", "none", "--output", "{tmp}/out", "--dataset")
-IMAGE = ("evaluate", "--model", "builtin:digits-cnn", "--output", "{tmp}/out", "--split", "train", "--dataset")
+
+def text_run(dataset: str, *extra: str) -> tuple[str, ...]:
+    """An ``evaluate`` of the built-in text model on ``dataset``."""
+    return ("evaluate", "--model", "builtin:sentiment-tiny", "--dataset", dataset, "--output", "{tmp}/out", *extra)
 
 
-def _files(**contents: str | bytes):
-    """Write ``name=content`` files (``__`` in a name is a directory separator)."""
+def image_run(dataset: str, *extra: str) -> tuple[str, ...]:
+    """An ``evaluate`` of the built-in image model on ``dataset``."""
+    return ("evaluate", "--model", "builtin:digits-cnn", "--dataset", dataset, "--output", "{tmp}/out", *extra)
+
+
+def write(name: str, content: str | bytes) -> Callable[[Path], None]:
+    """A setup writing one file under the case's directory (folders made as needed)."""
 
     def setup(work: Path) -> None:
-        for name, content in contents.items():
-            path = work / name.replace("__", "/")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        path = work / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
 
     return setup
 
 
-def _png() -> bytes:
+def write_all(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
+    """A setup running several setups in turn."""
+
+    def setup(work: Path) -> None:
+        for one in setups:
+            one(work)
+
+    return setup
+
+
+def png_bytes() -> bytes:
+    """A small valid grey PNG."""
     from io import BytesIO
 
     from PIL import Image
 
     buffer = BytesIO()
-    Image.new("L", (8, 8), 128).save(buffer, format="PNG")
+    Image.new("L", (64, 64), color=200).save(buffer, format="PNG")
     return buffer.getvalue()
 
 
-def _image_folder(bad_name: str, bad: bytes):
-    def setup(work: Path) -> None:
-        for folder, name, content in (("0", "good.png", _png()), ("1", "good.png", _png()), ("1", bad_name, bad)):
-            path = work / "imgs" / "train" / folder / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
-
-    return setup
+def png(name: str) -> Callable[[Path], None]:
+    """A setup writing a valid PNG."""
+    return lambda work: write(name, png_bytes())(work)
 
 
+def truncated_png(name: str) -> Callable[[Path], None]:
+    """A setup writing a PNG cut off inside its data: PIL opens it but cannot decode it."""
+    return lambda work: write(name, png_bytes()[:60])(work)
+
+
+def jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+#: How a row is named in messages (rows of the split, from 0).
+ROW0, ROW1 = "row 0 (counting data rows from 0)", "row 1 (counting data rows from 0)"
+#: Bytes that are not UTF-8 (fixed, so the case is the same on every run).
+BINARY = bytes((i * 167 + 13) % 256 for i in range(512))
 GOOD = "text,label\nfine film,1\nbad film,0\n"
 
 CASES: list[Case] = [
-    Case("data-empty-csv", (*TEXT, "hf:{tmp}/d.csv"), "is empty", _files(**{"d.csv": ""})),
-    Case("data-binary-csv", (*TEXT, "hf:{tmp}/d.csv"), "is not UTF-8 text",
-         _files(**{"d.csv": bytes(range(128, 256)) * 4})),
-    Case("data-nul-bytes-csv", (*TEXT, "hf:{tmp}/d.csv"), "holds NUL bytes", _files(**{"d.csv": b"text,label\n\x00\x00,1\n"})),
-    Case("data-binary-jsonl", (*TEXT, "hf:{tmp}/d.jsonl"), "is not UTF-8 text",
-         _files(**{"d.jsonl": b"\xff\xfe\xfd" * 100})),
-    Case("data-split-matches-three-files", (*TEXT, "hf:{tmp}/dir"), "3 files in",
-         _files(**{"dir__test.csv": GOOD, "dir__test_str.csv": "text,label\nx,positive\n",
-                   "dir__test_cols.csv": "body,y\nx,1\n"})),
-    Case("data-numeric-text-column", (*TEXT, "hf:{tmp}/d.csv"), "has int 1 as its text",
-         _files(**{"d.csv": "text,label\n1,0\n2,1\n"})),
-    Case("data-null-text", (*TEXT, "hf:{tmp}/d.csv"), "has no value as its text",
-         _files(**{"d.csv": "text,label\n,0\nhello,1\n"})),
-    Case("data-null-label", (*TEXT, "hf:{tmp}/d.csv"), "label None in column 'label'",
-         _files(**{"d.csv": "text,label\nhi,\nho,1\n"})),
-    Case("data-nan-label", (*TEXT, "hf:{tmp}/d.jsonl"), "label nan",
-         _files(**{"d.jsonl": '{"text": "hi", "label": NaN}\n{"text": "ho", "label": 1.5}\n'})),
-    Case("data-superscript-label", (*TEXT, "hf:{tmp}/d.csv"), "label '²' in column 'label'",
-         _files(**{"d.csv": "text,label\nhi,²\n"})),
-    Case("data-label-out-of-range", (*TEXT, "hf:{tmp}/d.csv"), "out of range", _files(**{"d.csv": "text,label\nhi,7\n"})),
-    Case("data-jsonl-does-not-parse", (*TEXT, "hf:{tmp}/d.jsonl"), "cannot load dataset",
-         _files(**{"d.jsonl": '{"text": "a", "label": 0}\n{"text": "b", "label"\n'})),
-    Case("data-json-not-a-table", (*TEXT, "hf:{tmp}/d.json"), "cannot load dataset", _files(**{"d.json": "42\n"})),
-    Case("data-unsupported-extension", (*TEXT, "hf:{tmp}/d.txt"), "unsupported file type", _files(**{"d.txt": GOOD})),
-    Case("data-missing-file", (*TEXT, "hf:{tmp}/nope.csv"), "does not exist"),
-    Case("data-missing-text-column", (*TEXT, "hf:{tmp}/d.csv", "--text-column", "body"), "has no column 'body'",
-         _files(**{"d.csv": GOOD})),
-    Case("data-missing-label-column", (*TEXT, "hf:{tmp}/d.csv", "--label-column", "y"), "has no column 'y'",
-         _files(**{"d.csv": GOOD})),
-    Case("data-no-text-column-found", (*TEXT, "hf:{tmp}/d.csv"), "cannot find the text column",
-         _files(**{"d.csv": "body,label\nhi,0\n"})),
-    Case("data-missing-split", (*TEXT, "hf:{tmp}/dir", "--split", "validation"), "cannot load dataset",
-         _files(**{"dir__test.csv": GOOD})),
-    Case("data-image-folder-non-image", (*IMAGE, "hf:{tmp}/imgs"), "notes.png' in",
-         _image_folder("notes.png", b"these are my notes, not a picture\n")),
-    Case("data-image-folder-corrupt-png", (*IMAGE, "hf:{tmp}/imgs"), "cannot be read",
-         _image_folder("broken.png", _png()[:20])),
-    Case("data-string-in-image-column", (*IMAGE, "hf:{tmp}/d.csv"), "has str 'foo.png' as its image",
-         _files(**{"d.csv": "image,label\nfoo.png,0\n"})),
-    Case("data-list-in-image-column", (*IMAGE, "hf:{tmp}/d.jsonl"), "has list [0.1, 0.2] as its image",
-         _files(**{"d.jsonl": '{"image": [0.1, 0.2], "label": 0}\n'})),
-    Case("data-text-for-an-image-model", (*IMAGE, "builtin:sentiment"), "holds text but model"),
+    # Files that are empty, binary, missing or do not parse.
+    Case("data-csv-empty", text_run("hf:{tmp}/empty.csv"), "empty.csv' is empty", write("empty.csv", "")),
+    Case("data-csv-header-only", text_run("hf:{tmp}/header.csv"), "has no rows in split 'test'",
+         write("header.csv", "text,label\n")),
+    Case("data-csv-binary", text_run("hf:{tmp}/random.csv"), "random.csv' is not UTF-8 text",
+         write("random.csv", BINARY)),
+    Case("data-jsonl-binary", text_run("hf:{tmp}/random.jsonl"), "random.jsonl' is not UTF-8 text",
+         write("random.jsonl", b"\xff\xfe\xfd" * 100)),
+    Case("data-csv-nul-bytes", text_run("hf:{tmp}/nul.csv"), "nul.csv' holds NUL bytes",
+         write("nul.csv", b"text,label\n\x00\x00,1\n")),
+    Case("data-csv-ragged", text_run("hf:{tmp}/ragged.csv"), "cannot load dataset",
+         write("ragged.csv", "text,label\ngood,1\nbad,0,extra,fields\n")),
+    Case("data-json-broken", text_run("hf:{tmp}/broken.json"), "cannot load dataset",
+         write("broken.json", '{"text": ["good"], "label": [1]')),
+    Case("data-json-not-a-table", text_run("hf:{tmp}/number.json"), "cannot load dataset",
+         write("number.json", "42\n")),
+    Case("data-jsonl-broken-line", text_run("hf:{tmp}/broken.jsonl"), "cannot load dataset",
+         write("broken.jsonl", '{"text": "good", "label": 1}\n{"text": "bad", "label": \n')),
+    Case("data-file-missing", text_run("hf:{tmp}/missing.csv"), "missing.csv' does not exist"),
+    Case("data-relative-file-missing", text_run("hf:missing.csv"), "dataset path 'missing.csv' does not exist"),
+    Case("data-bare-path-missing", text_run("{tmp}/missing.csv"), "missing.csv' does not exist"),
+    Case("data-dir-missing", image_run("hf:{tmp}/no-such-folder/"), "no-such-folder/' does not exist"),
+    Case("data-unsupported-file", text_run("hf:{tmp}/notes.txt"), "unsupported file type", write("notes.txt", GOOD)),
+    # Folders: several files for one split, a split that is not there, no data at all.
+    Case("data-dir-several-files-one-split", text_run("hf:{tmp}/data"),
+         "3 files in", write_all(write("data/test.csv", GOOD), write("data/test_str.csv", "text,label\nx,positive\n"),
+                                 write("data/test_cols.csv", "sentence,y\nfine,1\n"))),
+    Case("data-dir-unknown-split", text_run("hf:{tmp}/data", "--split", "validation"), "split 'validation'",
+         write_all(write("data/train.csv", GOOD), write("data/test.csv", GOOD))),
+    Case("data-dir-empty", text_run("hf:{tmp}/data"), "cannot load dataset", write("data/README", "nothing here\n")),
+    # Image folders.
+    Case("data-image-corrupt-png", image_run("hf:{tmp}/images"), "broken.png' in",
+         write_all(png("images/test/0/a.png"), truncated_png("images/test/1/broken.png"))),
+    Case("data-image-text-as-png", image_run("hf:{tmp}/images"), "notes.png' in",
+         write_all(png("images/test/0/a.png"), write("images/test/1/notes.png", "these are my notes\n"))),
+    Case("data-image-class-superscript", image_run("hf:{tmp}/images"), "class '²'",
+         write_all(png("images/test/0/a.png"), png("images/test/²/b.png"))),
+    Case("data-image-class-only-superscript", image_run("hf:{tmp}/images"), "class '²'",
+         write_all(png("images/test/³/a.png"), png("images/test/²/b.png"))),
+    Case("data-image-column-string", image_run("hf:{tmp}/pixels.csv"),
+         "column 'image' of", write("pixels.csv", "image,label\nnot-a-picture.png,1\n")),
+    Case("data-image-column-list", image_run("hf:{tmp}/pixels.jsonl"), f"holds list [[0, 1], [1, 0]] in {ROW0}",
+         write("pixels.jsonl", jsonl([{"image": [[0, 1], [1, 0]], "label": 1}]))),
+    Case("data-text-for-an-image-model", image_run("builtin:sentiment"), "holds text but model"),
+    # Labels that are no class of the model.
+    Case("data-label-superscript", text_run("hf:{tmp}/labels.csv"), "label '²' in column 'label'",
+         write("labels.csv", "text,label\ngood,1\nodd,²\n")),
+    Case("data-label-unknown-name", text_run("hf:{tmp}/labels.csv"), "label 'neutral' in column 'label'",
+         write("labels.csv", "text,label\ngood,positive\nmeh,neutral\n")),
+    Case("data-label-fraction", text_run("hf:{tmp}/labels.csv"), "label 0.5 in column 'label'",
+         write("labels.csv", "text,label\ngood,1\nmeh,0.5\n")),
+    Case("data-label-empty-csv", text_run("hf:{tmp}/labels.csv"), "column 'label' of",
+         write("labels.csv", "text,label\ngood,1\nmeh,\n")),
+    Case("data-label-null-jsonl", text_run("hf:{tmp}/labels.jsonl"),
+         f"has no value in {ROW0}: every example needs a label",
+         write("labels.jsonl", jsonl([{"text": "meh", "label": None}, {"text": "good", "label": 1}]))),
+    Case("data-label-nan-jsonl", text_run("hf:{tmp}/labels.jsonl"),
+         f"has no value in {ROW0}: every example needs a label",
+         write("labels.jsonl", '{"text": "hi", "label": NaN}\n{"text": "ho", "label": 1.5}\n')),
+    Case("data-label-out-of-range", text_run("hf:{tmp}/labels.csv"), "out of range",
+         write("labels.csv", "text,label\ngood,1\nodd,7\n")),
+    # Text columns that hold no text.
+    Case("data-text-numeric", text_run("hf:{tmp}/numbers.csv"), "column 'text' of",
+         write("numbers.csv", "text,label\n12,1\n34,0\n")),
+    Case("data-text-empty-cell", text_run("hf:{tmp}/texts.csv"), f"has no value in {ROW1}",
+         write("texts.csv", "text,label\nhello,1\n,0\n")),
+    Case("data-text-null", text_run("hf:{tmp}/texts.jsonl"), "column 'text' of",
+         write("texts.jsonl", jsonl([{"text": "good", "label": 1}, {"text": None, "label": 0}]))),
+    Case("data-text-list", text_run("hf:{tmp}/texts.jsonl"), f"holds list ['good', 'film'] in {ROW0}, not a string",
+         write("texts.jsonl", jsonl([{"text": ["good", "film"], "label": 1}]))),
+    # Columns named on the command line that do not exist, or none found.
+    Case("data-text-column-missing", text_run("hf:{tmp}/data.csv", "--text-column", "body"),
+         "has no column 'body'; columns are: text, label", write("data.csv", GOOD)),
+    Case("data-label-column-missing", text_run("hf:{tmp}/data.csv", "--label-column", "stars"),
+         "has no column 'stars'", write("data.csv", GOOD)),
+    Case("data-image-column-missing", image_run("hf:{tmp}/images", "--image-column", "picture"),
+         "has no column 'picture'", png("images/test/0/a.png")),
+    Case("data-no-text-column", text_run("hf:{tmp}/data.csv"), "cannot find the text column",
+         write("data.csv", "body,label\ngood,1\n")),
+    Case("data-no-label-column", text_run("hf:{tmp}/data.csv"), "cannot find the label column",
+         write("data.csv", "text,stars\ngood,1\n")),
 ]

@@ -112,3 +112,86 @@ def test_class_label_names_map_to_model_labels(tmp_path, digits_model):
         Image.new("L", (8, 8), color=128).save(tmp_path / "test" / label / "x.png")
     eval_set = load_eval_set(DatasetConfig(spec=str(tmp_path), split="test"), digits_model.input_spec, seed=0)
     assert sorted(ex.label for ex in eval_set.examples) == [3, 7]
+
+
+def test_local_loads_draw_no_datasets_progress_bars(tmp_path, sentiment_model, capfd):
+    import datasets
+
+    datasets.enable_progress_bars()
+    path = tmp_path / "reviews.tsv"
+    path.write_text("text\tlabel\nGreat film!\t1\nAwful food.\t0\n")
+    eval_set = load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model.input_spec, seed=0)
+    assert [ex.label for ex in eval_set.examples] == [1, 0]
+    assert not datasets.is_progress_bar_enabled()
+    err = capfd.readouterr().err
+    assert "Downloading" not in err and "Generating" not in err, err
+
+
+def test_sharded_split_files_are_one_split(tmp_path, sentiment_model):
+    (tmp_path / "test-00000-of-00002.csv").write_text("text,label\nGood.,1\nBad.,0\n")
+    (tmp_path / "test-00001-of-00002.csv").write_text("text,label\nFine.,1\n")
+    eval_set = load_eval_set(DatasetConfig(spec=f"hf:{tmp_path}"), sentiment_model.input_spec, seed=0)
+    assert sorted(ex.input for ex in eval_set.examples) == ["Bad.", "Fine.", "Good."]
+
+
+def test_utf8_check_allows_a_character_cut_by_the_sample(tmp_path, sentiment_model):
+    # The binary check reads the first 64 KiB; an "é" straddling that edge is still text.
+    head = "text,label\n"
+    filler = "a" * (65535 - len(head))
+    path = tmp_path / "long.csv"
+    path.write_text(f"{head}{filler}é,1\nok,0\n", encoding="utf-8")
+    assert path.read_bytes()[65535:65536] == "é".encode()[:1]
+    eval_set = load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model.input_spec, seed=0)
+    assert [ex.label for ex in eval_set.examples] == [1, 0]
+
+
+def test_rows_outside_the_subsample_are_not_checked(tmp_path, sentiment_model):
+    # Only the rows evaluated decide the numbers; a subsample that avoids a bad row runs.
+    path = tmp_path / "data.jsonl"
+    path.write_text('{"text": "good", "label": 1}\n{"text": null, "label": 0}\n{"text": "bad", "label": 0}\n')
+    assert subsample_indices(3, 1, seed=0) == [2] and subsample_indices(3, 1, seed=5) == [1]
+    eval_set = load_eval_set(DatasetConfig(spec=f"hf:{path}", n=1), sentiment_model.input_spec, seed=0)
+    assert [(ex.id, ex.input) for ex in eval_set.examples] == [("test-2", "bad")]
+    with pytest.raises(DataError, match=r"has no value in row 1"):
+        load_eval_set(DatasetConfig(spec=f"hf:{path}", n=1), sentiment_model.input_spec, seed=5)
+    with pytest.raises(DataError, match=r"column 'text' of .* has no value in row 1 \(counting data rows from 0\)"):
+        load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model.input_spec, seed=0)
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["Positive", "NEGATIVE"], [1, 0]),  # by the model's label names
+        (["1", "0"], [1, 0]),  # by class index
+        (["neg", "pos"], [0, 1]),  # no name says: the dataset's order
+        (["1 star", "2 stars"], [0, 1]),  # names holding digits are names, not indices
+    ],
+)
+def test_class_names_map_to_model_classes(names, expected):
+    from suite.data.base import InputSpec
+    from suite.data.load import _class_label_map
+
+    spec = InputSpec("text", ("negative", "positive"))
+    assert _class_label_map(names, spec, "d") == expected
+
+
+@pytest.mark.parametrize(("names", "bad"), [(["²", "³"], "²"), (["0", "²"], "²"), (["negative", "neutral"], "neutral"),
+                                            (["½", "x"], "½")])
+def test_class_names_that_are_neither_labels_nor_indices_are_refused(names, bad):
+    from suite.data.base import InputSpec
+    from suite.data.load import _class_label_map
+
+    spec = InputSpec("text", ("negative", "positive"))
+    with pytest.raises(DataError, match=f"class '{bad}' of 'd' .* neither one of the model's labels"):
+        _class_label_map(names, spec, "d")
+
+
+def test_bad_data_is_found_before_anything_is_written(tmp_path):
+    from suite.cli.main import main
+
+    data = tmp_path / "data.csv"
+    data.write_text("text,label\n12,1\n")
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as caught:
+        main(["evaluate", "--model", "builtin:sentiment-tiny", "--dataset", f"hf:{data}", "--output", str(out)])
+    assert caught.value.code == 2 and not out.exists()

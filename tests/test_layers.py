@@ -18,7 +18,8 @@ SUITE = Path(__file__).resolve().parents[1] / "suite"
 LAYERS = {
     "errors": 0, "text": 0,
     "registry": 1, "losses": 1, "threat": 1, "paths": 1, "seeding": 1, "launch": 1, "intervals": 1,
-    "strict_json": 1,
+    "strict_json": 1, "lazy": 1,
+    "progress": 2,
     "models": 2, "data": 2,
     "attacks": 3, "calibration": 3, "certify": 3, "report": 3,
     "evaluation": 4, "train": 4,

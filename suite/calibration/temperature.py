@@ -92,9 +92,20 @@ class OptSearch:
         return len(self.evaluations)
 
 
+def max_attack_runs(maxiter: int, initial: Sequence[float] = (1.0,)) -> int:
+    """The most attack runs :func:`optimise_temperature` spends: the initial temperatures, then
+    SciPy's bounded Brent search, which evaluates at most ``maxiter`` points (two when
+    ``maxiter`` is 1: it always takes one step)."""
+    return len({float(f"{t:.12g}") for t in initial}) + max(maxiter, 2)
+
+
 def optimise_temperature(q: Callable[[float], float], bounds: tuple[float, float] = BOUNDS, maxiter: int = 12,
-                         xatol: float = 0.25, initial: Sequence[float] = (1.0,)) -> OptSearch:
+                         xatol: float = 0.25, initial: Sequence[float] = (1.0,), desc: str = "opt T") -> OptSearch:
     """Minimise Q(T) over log T with SciPy's bounded Brent method (the ``opt`` adversary).
+
+    Each evaluation runs an attack, so the search draws a progress bar over attack runs, with an
+    ETA (:func:`suite.progress.progress_bar`; its total is :func:`max_attack_runs`, and the
+    search may converge sooner).
 
     Args:
         q: Adversarial accuracy of the attack at adversary temperature T (each call runs it).
@@ -102,21 +113,28 @@ def optimise_temperature(q: Callable[[float], float], bounds: tuple[float, float
         maxiter: Brent iterations (each costs one attack run).
         xatol: Tolerance on log T (0.25 ≈ a factor 1.28 in T).
         initial: Temperatures evaluated before the search (T = 1, and T_cal when known).
+        desc: Label of the progress bar.
     """
+    from suite.progress import progress_bar
+
     search = OptSearch()
     cache: dict[float, float] = {}
 
-    def evaluate(temperature: float) -> float:
-        key = float(f"{temperature:.12g}")
-        if key not in cache:
-            cache[key] = float(q(key))
-            search.evaluations.append((key, cache[key]))
-        return cache[key]
+    with progress_bar(max_attack_runs(maxiter, initial), desc, unit="run") as bar:
 
-    for temperature in initial:
-        evaluate(temperature)
-    minimize_scalar(lambda u: evaluate(math.exp(u)), bounds=(math.log(bounds[0]), math.log(bounds[1])),
-                    method="bounded", options={"xatol": xatol, "maxiter": maxiter})
+        def evaluate(temperature: float) -> float:
+            key = float(f"{temperature:.12g}")
+            if key not in cache:
+                cache[key] = float(q(key))
+                search.evaluations.append((key, cache[key]))
+                bar.set_postfix_str(f"T={key:.3g} Q={cache[key]:.3f}", refresh=False)
+                bar.update()
+            return cache[key]
+
+        for temperature in initial:
+            evaluate(temperature)
+        minimize_scalar(lambda u: evaluate(math.exp(u)), bounds=(math.log(bounds[0]), math.log(bounds[1])),
+                        method="bounded", options={"xatol": xatol, "maxiter": maxiter})
     # Best evaluated point; ties go to the earliest (the initial temperatures, in order).
     best = min(search.evaluations, key=lambda pair: pair[1])
     search.temperature, search.q = best

@@ -6,10 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from suite.cli.argtypes import output_dir
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("demo", help="run recipes/quickstart.yaml offline on the built-in models")
-    parser.add_argument("--output", type=Path, default=Path("runs/demo"), help="output dir (default: runs/demo)")
+    parser.add_argument("--output", type=output_dir, default=Path("runs/demo"), help="output dir (default: runs/demo)")
     parser.add_argument("--overwrite", action="store_true", help="replace a different run in the output dir")
     parser.add_argument("--leaderboard", type=Path, default=Path("leaderboard/leaderboard.json"),
                         help="leaderboard to add the results to (default: leaderboard/leaderboard.json)")

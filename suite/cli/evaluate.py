@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from suite.cli.argtypes import adversary_list, attack_list, nonnegative_int, output_dir, positive_float
 from suite.cli.common import positive_int, print_report, radii
 
 EPILOG = """examples:
@@ -26,17 +27,17 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--n", "--limit", dest="n", type=positive_int, metavar="N",
                         help="quick run: evaluate a seeded subsample of N examples (--limit is lm-eval's name for it)")
-    parser.add_argument("--attacks", help="comma-separated attack names (default: deepwordbug for text, pgd_linf for images)")
+    parser.add_argument("--attacks", type=attack_list, help="comma-separated attack names (default: deepwordbug for text, pgd_linf for images)")
     parser.add_argument("--eps", type=radii, metavar="EPS[,EPS...]",
                         help="perturbation budget for every listed attack; several (--eps 0.01,0.03,0.1) run every "
                         "attack at each, with a worst case per radius and a plot of robust accuracy vs eps")
-    parser.add_argument("--adversary", help="text attacks: comma-separated adversary temperatures among none, cal, opt "
+    parser.add_argument("--adversary", type=adversary_list, help="text attacks: comma-separated adversary temperatures among none, cal, opt "
                         "(default none,cal; cal/opt are fitted on --adversary-split)")
     parser.add_argument("--adversary-split", help="labelled split to fit adversary temperatures on "
                         "(default: the evaluated examples)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", type=Path, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
+    parser.add_argument("--seed", type=nonnegative_int, default=0)
+    parser.add_argument("--output", type=output_dir, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
     parser.add_argument("--overwrite", action="store_true",
                         help="start over: clear what advsuite wrote in the output dir (records, results, samples, plots; "
                         "never other files); without it a rerun resumes, and another run there is refused")
@@ -55,7 +56,7 @@ def add_parser(subparsers) -> None:
                        "runs arbitrary code; only for files you trust (default: safetensors only)")
     model.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=True,
                        help="timm: load the named pretrained weights from the Hub (default: yes)")
-    model.add_argument("--temperature", type=float, default=1.0, help="served (design) temperature T: logits / T")
+    model.add_argument("--temperature", type=positive_float, default=1.0, help="served (design) temperature T: logits / T")
     model.add_argument("--trust-remote-code", action="store_true", help="allow Hub model code to run (off by default)")
     model.add_argument("--device", help="cpu, cuda, cuda:1 (default: CUDA when present)")
     data = parser.add_argument_group("dataset options")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from suite.cli.argtypes import output_dir
 from suite.cli.common import positive_int
 
 EPILOG = """examples:
@@ -19,7 +20,7 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("run", help="run a recipe (YAML)", epilog=EPILOG,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("recipe", help="recipe file, or the name of a shipped recipe (advsuite ls recipes)")
-    parser.add_argument("--output", type=Path, help="output dir (default: runs/<recipe name>); one sub-dir per task")
+    parser.add_argument("--output", type=output_dir, help="output dir (default: runs/<recipe name>); one sub-dir per task")
     parser.add_argument("--overwrite", action="store_true",
                         help="start over: clear what advsuite wrote in the output dir (records, results, samples, plots; "
                         "never other files); without it a rerun resumes, and another run there is refused")
@@ -33,12 +34,16 @@ def add_parser(subparsers) -> None:
 
 
 def _limited(task, limit: int):
-    """``task`` evaluating at most ``limit`` examples (a seeded subsample, as ``n`` is); an ``opt``
-    adversary's search runs on at most ``limit`` examples too."""
+    """``task`` evaluating at most ``limit`` examples (a seeded subsample, as ``n`` is); an
+    adversary fits its temperatures on at most ``limit`` examples of its split, and its ``opt``
+    search runs on at most ``limit`` examples too."""
     n = limit if task.dataset.n is None else min(task.dataset.n, limit)
     update = {"dataset": task.dataset.model_copy(update={"n": n})}
     if task.adversary is not None:
-        update["adversary"] = task.adversary.model_copy(update={"opt_n": min(task.adversary.opt_n, limit)})
+        capped = {"opt_n": min(task.adversary.opt_n, limit)}
+        if task.adversary.split is not None:  # else it fits on the evaluated examples, capped above
+            capped["n"] = limit if task.adversary.n is None else min(task.adversary.n, limit)
+        update["adversary"] = task.adversary.model_copy(update=capped)
     return task.model_copy(update=update)
 
 

@@ -7,7 +7,7 @@ from typing import Union
 
 import torch
 
-Input = Union[str, torch.Tensor]
+Input = Union[str, "torch.Tensor"]
 
 
 @dataclass(frozen=True)

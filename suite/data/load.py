@@ -10,6 +10,7 @@ or an image folder) given as ``hf:<path>`` or a bare path.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +50,8 @@ def load_eval_set(config: DatasetConfig, model: InputSpec, seed: int) -> EvalSet
         raw, size, columns = _load_hf(name, config, model, seed)
     elif Path(config.spec).expanduser().exists():
         raw, size, columns = _load_hf(config.spec, config, model, seed)
+    elif _looks_like_a_path(config.spec):
+        raise DataError(f"dataset path {config.spec!r} does not exist")
     else:
         raise DataError(
             f"unknown dataset {config.spec!r}: use builtin:<name> (see `advsuite ls datasets`), "
@@ -56,7 +59,7 @@ def load_eval_set(config: DatasetConfig, model: InputSpec, seed: int) -> EvalSet
         )
     if raw.modality != model.modality:
         raise DataError(f"dataset {config.spec!r} holds {raw.modality} but model {model.name!r} takes {model.modality}")
-    examples = [Example(i, _conform(x, model, i, config.spec), y) for i, x, y in zip(raw.ids, raw.inputs, raw.labels)]
+    examples = [Example(i, _conform(x, model), y) for i, x, y in zip(raw.ids, raw.inputs, raw.labels)]
     check_labels(examples, model, config.spec)
     return EvalSet(
         spec=config.spec,
@@ -93,21 +96,26 @@ def check_labels(examples: Sequence[Example], model: InputSpec, spec: str) -> No
             )
 
 
-def _conform(value: Any, model: InputSpec, example_id: str, spec: str) -> Any:
-    if model.modality == "text":
-        if not isinstance(value, str):
-            raise DataError(f"example {example_id!r} of {spec!r} has {_describe(value)} as its text; a text model "
-                            "needs a string in every row (pick another column with --text-column, or fix the row)")
-        return value
-    if not isinstance(value, torch.Tensor) and not hasattr(value, "convert"):
-        raise DataError(f"example {example_id!r} of {spec!r} has {_describe(value)} as its image; an image model needs "
-                        "an image (pick another column with --image-column)")
-    return conform_image(value, model.input_size)
+def _looks_like_a_path(spec: str) -> bool:
+    """Whether a spec with no scheme was meant as a local path (not a Hub name given without hf:)."""
+    return spec.startswith((".", "/", "~")) or Path(spec).suffix.lower() in FILE_BUILDERS
+
+
+def _conform(value: Any, model: InputSpec) -> Any:
+    return value if model.modality == "text" else conform_image(value, model.input_size)
+
+
+def _is_missing(value: Any) -> bool:
+    """A null cell: ``None``, or the NaN pandas reads an empty CSV cell of a numeric column as."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _row(row: int) -> str:
+    return f"row {row} (counting data rows from 0)"
 
 
 def _describe(value: Any) -> str:
-    if value is None:
-        return "no value"
+    """A value's type and a bounded repr, for messages about a cell."""
     shown = repr(value)
     return f"{type(value).__name__} {shown[:40]}{'...' if len(shown) > 40 else ''}"
 
@@ -151,13 +159,13 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
     subset = dataset.select(rows)
     feature = dataset.features.get(label_column)
     label_names = list(feature.names) if isinstance(feature, datasets.ClassLabel) else None
-    labels = [_label_index(value, model, label_column, name) for value in subset[label_column]]
+    labels = [_label_index(value, model, label_column, name, row) for row, value in zip(rows, subset[label_column])]
     if label_names:
-        remap = _class_label_map(label_names, model)
+        remap = _class_label_map(label_names, model, name)
         labels = [remap[label] if 0 <= label < len(remap) else label for label in labels]
     raw = RawSplit(
         ids=[f"{config.split}-{row}" for row in rows],
-        inputs=_inputs(subset, input_column, datasets, name),
+        inputs=_inputs(subset, input_column, rows, input_kind, datasets, name),
         labels=labels,
         label_names=label_names or list(model.labels),
         modality=input_kind,
@@ -166,17 +174,41 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
     return raw, size, {input_kind: input_column, "label": label_column}
 
 
-def _inputs(subset: Any, column: str, datasets: Any, name: str) -> list[Any]:
-    """The input column's values; images are decoded one by one, so a corrupt or non-image file
-    is named in one line."""
-    if not isinstance(subset.features.get(column), datasets.Image):
-        return list(subset[column])
+def _inputs(subset: Any, column: str, rows: Sequence[int], kind: str, datasets: Any, name: str) -> list[Any]:
+    """The input column's values, each checked to be what the model takes (a string for text,
+    an image for images). Images are decoded one by one, so a corrupt or non-image file is
+    named in one line."""
+    if kind == "image" and isinstance(subset.features.get(column), datasets.Image):
+        return _decode_images(subset, column, datasets, name)
+    values = list(subset[column])
+    for row, value in zip(rows, values):
+        if kind == "text" and isinstance(value, str):
+            continue
+        if kind == "image" and isinstance(value, torch.Tensor):
+            continue
+        if _is_missing(value):
+            needs = "an image" if kind == "image" else "a string"
+            raise DataError(f"column {column!r} of {name!r} has no value in {_row(row)}: a {kind} model needs "
+                            f"{needs} in every row (fill it in, or drop the row)")
+        if kind == "text":
+            raise DataError(f"column {column!r} of {name!r} holds {_describe(value)} in {_row(row)}, not a string: a "
+                            "text model needs text in every row (pick another column with --text-column)")
+        raise DataError(f"column {column!r} of {name!r} holds {_describe(value)} in {_row(row)}, not an image: an "
+                        "image model needs an image folder, or a column of images (a parquet or Hub Image feature); "
+                        "pick another column with --image-column")
+    return values
+
+
+def _decode_images(subset: Any, column: str, datasets: Any, name: str) -> list[Any]:
+    """Every image of ``column`` decoded, or one line naming the first file that is no image."""
     from io import BytesIO
 
     from PIL import Image
 
     images = []
     for item in subset.cast_column(column, datasets.Image(decode=False))[column]:
+        if item is None:
+            raise DataError(f"column {column!r} of {name!r} has a row with no image (fill it in, or drop the row)")
         source = item.get("path") or "<embedded image>"
         try:
             image = Image.open(BytesIO(item["bytes"]) if item.get("bytes") else item["path"])
@@ -188,14 +220,17 @@ def _inputs(subset: Any, column: str, datasets: Any, name: str) -> list[Any]:
     return images
 
 
-def _hf_split(name: str, config: DatasetConfig, datasets: Any):
+def _hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:
+    """The split ``config.split`` of a local file, a local directory or a Hub dataset, as a
+    ``datasets.Dataset``; local files are checked first (empty, binary, several per split)."""
     path = Path(name).expanduser()
-    # `datasets` draws "Generating split" bars and says "Downloading data" while it reads local
-    # files: neither is progress a user can act on.
-    datasets.disable_progress_bars()
-    # Its parse failures are logged at ERROR before they are raised; the raised error is
-    # reported once, in one line (:func:`_loading`).
+    # Parse failures are logged at ERROR before they are raised; the raised error is reported
+    # once, in one line (:func:`_loading`).
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    if path.exists():
+        # For local files `datasets` draws "Generating split" bars and says "Downloading data"
+        # while it reads them: no progress a user can act on. (A Hub download keeps its bars.)
+        datasets.disable_progress_bars()
     if path.is_file():
         builder = FILE_BUILDERS.get(path.suffix.lower())
         if builder is None:
@@ -209,7 +244,7 @@ def _hf_split(name: str, config: DatasetConfig, datasets: Any):
         for file in files:
             _check_data_file(file)
         return _loading(name, config, lambda: datasets.load_dataset(str(path), split=config.split), local=True)
-    if name.startswith((".", "/", "~")):
+    if _looks_like_a_path(name):
         raise DataError(f"dataset path {name!r} does not exist")
     return _loading(name, config, lambda: datasets.load_dataset(name, config.config, split=config.split,
                                                                 revision=config.revision), local=False)
@@ -230,6 +265,8 @@ def _loading(name: str, config: DatasetConfig, load: Any, local: bool):
         while local and cause.__cause__ is not None:
             cause = cause.__cause__
         message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+        if "corresponds to no data" in message:  # a table with a header and no rows
+            raise DataError(f"dataset {name!r} has no rows in split {config.split!r}") from None
         raise DataError(f"cannot load dataset {name!r} (split {config.split!r}): {message[:300]}") from error
 
 
@@ -246,7 +283,8 @@ def _check_data_file(path: Path) -> None:
             head.decode("utf-8")
         except UnicodeDecodeError as error:
             if error.start < len(head) - 4:  # not just a character cut at the end of the sample
-                raise DataError(f"data file {str(path)!r} is not UTF-8 text (byte {error.start}); is it binary?") from None
+                raise DataError(f"data file {str(path)!r} is not UTF-8 text (byte {error.start}); "
+                                "is it binary?") from None
         if b"\x00" in head:
             raise DataError(f"data file {str(path)!r} holds NUL bytes; is it binary?")
 
@@ -292,22 +330,41 @@ def _pick_column(given: str | None, candidates: Sequence[str], columns: Sequence
     )
 
 
-def _class_label_map(names: Sequence[str], model: InputSpec) -> list[int]:
+def _class_label_map(names: Sequence[str], model: InputSpec, dataset: str) -> list[int]:
     """Dataset class index → model class index, when the dataset's class names say which.
 
     Names equal to a model label (case-insensitive) or numeric names (image folders named by
-    class index) are mapped; otherwise the dataset's order is taken to be the model's (as for
-    Hub models whose labels are LABEL_0, LABEL_1...).
+    class index) are mapped. When no name is either, the dataset's order is taken to be the
+    model's (as for Hub models whose labels are LABEL_0, LABEL_1...). A mix, or a name that
+    looks like a number but is not an ASCII class index (``²``, which ``str.isdigit`` accepts),
+    is refused: any mapping guessed for it could silently score against the wrong class.
     """
     by_name = {label.lower(): i for i, label in enumerate(model.labels)}
     if all(name.lower() in by_name for name in names):
         return [by_name[name.lower()] for name in names]
-    if all(name.isascii() and name.isdigit() for name in names):  # not '²', which isdigit() accepts
+    if all(_is_index(name) for name in names):
         return [int(name) for name in names]
+    usable = [name for name in names if name.lower() in by_name or _is_index(name)]
+    numeric = [name for name in names if name.isnumeric()]  # "²", "½"; not "1 star"
+    if usable or numeric:
+        bad = next(name for name in names if name not in usable)
+        raise DataError(
+            f"class {bad!r} of {dataset!r} (a class folder, or a class of its label feature) is neither one of "
+            f"the model's labels ({', '.join(model.labels[:10])}) nor a class index 0-{model.num_classes - 1}: "
+            "rename it"
+        )
     return list(range(len(names)))
 
 
-def _label_index(value: Any, model: InputSpec, column: str, name: str) -> int:
+def _is_index(name: str) -> bool:
+    return name.isascii() and name.isdigit()
+
+
+def _label_index(value: Any, model: InputSpec, column: str, name: str, row: int) -> int:
+    """The class index a label cell names: an integer, or one of the model's labels."""
+    if _is_missing(value):
+        raise DataError(f"column {column!r} of {name!r} has no value in {_row(row)}: every example needs a label "
+                        "(fill it in, or drop the row)")
     if isinstance(value, (bool, np.bool_)):
         return int(value)
     if isinstance(value, (int, np.integer)):
@@ -318,10 +375,9 @@ def _label_index(value: Any, model: InputSpec, column: str, name: str) -> int:
         lowered = {label.lower(): i for i, label in enumerate(model.labels)}
         if value.lower() in lowered:
             return lowered[value.lower()]
-        digits = value.strip().lstrip("-")
-        if digits.isascii() and digits.isdigit():
+        if _is_index(value.strip().lstrip("-")):
             return int(value)
     raise DataError(
-        f"label {value!r} in column {column!r} of {name!r} is neither a class index nor one of the model's "
-        f"labels ({', '.join(model.labels[:10])})"
+        f"label {value!r} in column {column!r} of {name!r} ({_row(row)}) is neither a class index nor one of the "
+        f"model's labels ({', '.join(model.labels[:10])})"
     )

@@ -4,7 +4,8 @@
 searches on ``served logits / T_a`` (a :class:`TemperatureScaled` view; attacks cannot tell), and
 what it finds is scored on the served model. ``cal`` fits T_a by NLL (eq. 9), ``opt`` searches
 the T_a minimising Q(T), the attack's adversarial accuracy on labelled examples (eq. 10–11);
-see :mod:`suite.calibration.temperature`.
+see :mod:`suite.calibration.temperature`. The search shows a progress bar over its attack runs
+(up to ``maxiter`` + 2, each an attack on ``opt_n`` examples).
 
 Every process computes the same fit from the same logits, and an ``opt`` search sums Q(T)'s
 robust mass over the processes, so all follow the same Brent path.
@@ -101,7 +102,8 @@ def _opt_search(prepared: PreparedTask, key: str, attack: Attack, pool: Sequence
         logger.info("%s: opt %s: T=%.4g Q=%.3f", prepared.name, key, temperature, q)
         return q
 
-    search = optimise_temperature(adversarial_accuracy, bounds=config.bounds, maxiter=config.maxiter, initial=initial)
+    search = optimise_temperature(adversarial_accuracy, bounds=config.bounds, maxiter=config.maxiter, initial=initial,
+                                  desc=f"{key}@opt: search T ({len(targets)} ex)")
     record = {"kind": "adversary", "id": "opt", "attack": key, "temperature": search.temperature, "q": search.q,
               "evaluations": [list(pair) for pair in search.evaluations], "attack_runs": search.attack_runs,
               "n": len(pool)}

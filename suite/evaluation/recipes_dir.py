@@ -28,6 +28,7 @@ def resolve_recipe(name_or_path: str) -> Path:
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
         if not path.is_file():
-            raise ConfigError(f"recipe file {name_or_path!r} does not exist")
+            problem = "is a directory, not a recipe file" if path.is_dir() else "does not exist"
+            raise ConfigError(f"recipe file {name_or_path!r} {problem}")
         return path
     return shipped_recipes().get(name_or_path)

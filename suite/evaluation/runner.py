@@ -18,14 +18,13 @@ import logging
 import time
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from suite.evaluation.adversary import adversary_temperatures, adversary_view, temperature_of
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.records import RESULTS_FILE
 from suite.evaluation.scoring import CleanScores, attack_record, clean_record, clean_scores
 from suite.evaluation.summary import summarise
+from suite.progress import progress_bar
 from suite.report.results import Results, write_results
 
 logger = logging.getLogger(__name__)
@@ -97,7 +96,7 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, temperature: float) -> 
     pending = [ex for ex in store.processes.shard(prepared.attacked()) if not store.has("attack", ex.id, run.key)]
     if pending:  # a line per pass, for logs where no progress bar is drawn (not a terminal)
         logger.info("%s: %s (%s) on %d example(s)", prepared.name, run.key, run.attack.threat.label, len(pending))
-    with tqdm(total=len(pending), desc=run.key, unit="ex", disable=None, leave=False) as progress:
+    with progress_bar(len(pending), run.key, unit="ex") as progress:
         for start in range(0, len(pending), prepared.batch_size):
             batch = pending[start : start + prepared.batch_size]
             outputs = run.attack.run(view, batch, prepared.seed)

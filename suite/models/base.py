@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from torch import nn
 
 from suite.data.base import InputSpec
 from suite.errors import ConfigError
@@ -128,7 +127,7 @@ class Classifier(ABC):
         for name, value in sorted(vars(self).items()):
             items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else [value]
             for item in items:
-                if isinstance(item, nn.Module):
+                if isinstance(item, torch.nn.Module):
                     parts.append(f"{name}:{weights_hash(item)}")
                 elif isinstance(item, Classifier) and item is not self:
                     parts.append(f"{name}:{item.weights_hash()}")
@@ -148,7 +147,7 @@ class Classifier(ABC):
 class TorchClassifier(Classifier):
     """Shared plumbing for classifiers backed by one ``nn.Module`` kept in eval mode."""
 
-    def __init__(self, module: nn.Module, device: torch.device | str | None = None) -> None:
+    def __init__(self, module: torch.nn.Module, device: torch.device | str | None = None) -> None:
         self.module = module.eval()
         self.module.requires_grad_(False)  # attacks need input gradients only
         self.module.to(resolve_device(device))
@@ -164,7 +163,7 @@ class TorchClassifier(Classifier):
         return cached
 
 
-def weights_hash(module: nn.Module) -> str:
+def weights_hash(module: torch.nn.Module) -> str:
     """A content hash of a module's parameters and buffers (names, shapes, dtypes and values)."""
     digest = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):

@@ -35,17 +35,21 @@ checked against both sources:
 Queries: torchattacks does not count them. Every row the wrapped model sees is attributed to the
 clean input nearest to it in L∞ (exact unless two inputs lie within 2ε of each other), so
 ``queries`` is per example, forward passes and forward+backward passes alike.
+
+Progress: each attack (and each AutoAttack component) draws a bar over its model calls, with
+an ETA (:mod:`suite.progress`). The total is the most calls torchattacks 3.5.1 makes for the
+budget (:meth:`TorchattacksAttack.max_calls`, counted on that version; ``tests/test_progress.py``
+checks the counts); an attack that breaks every example early ends before it. This module imports torch only when an attack runs, so
+listing and validating attacks stays fast.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import torch
 from pydantic import Field, model_validator
-from torch import nn
 
 from suite.attacks.base import Access, Attack, AttackOutput, Threat, register_attack
 from suite.attacks.image.driver import image_outputs, with_default_eps
@@ -53,7 +57,12 @@ from suite.attacks.image.norms import NORMS
 from suite.data.base import Example
 from suite.errors import ConfigError, ResourceMissingError
 from suite.models.base import Classifier
+from suite.progress import progress_bar
 from suite.seeding import example_seed, global_rng_seeded
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 #: torchattacks' metadata pins requests~=2.25.1 (never imported), which conflicts with datasets.
 INSTALL_HINT = "pip install --no-deps torchattacks==3.5.1"
@@ -65,30 +74,6 @@ def import_torchattacks():
     except ImportError as error:
         raise ResourceMissingError(f"the baseline attacks need torchattacks; install it with `{INSTALL_HINT}`") from error
     return torchattacks
-
-
-class QueryCountingModule(nn.Module):
-    """A :class:`Classifier` as the ``nn.Module`` torchattacks expects, counting queries.
-
-    Args:
-        model: The classifier (inputs in [0, 1]; normalisation happens inside it).
-        origins: The clean inputs of the batch; each row the module sees is charged to the
-            nearest of them.
-    """
-
-    def __init__(self, model: Classifier, origins: torch.Tensor) -> None:
-        super().__init__()
-        self.model = model
-        self.origins = origins.flatten(1)
-        self.queries = torch.zeros(len(origins), dtype=torch.long, device=origins.device)
-        # torchattacks reads the device from the first parameter.
-        self.anchor = nn.Parameter(torch.empty(0, device=origins.device), requires_grad=False)
-
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            nearest = torch.cdist(inputs.detach().flatten(1).float(), self.origins, p=float("inf")).argmin(dim=1)
-            self.queries.index_add_(0, nearest, torch.ones_like(nearest))
-        return self.model.logits(inputs, grad=torch.is_grad_enabled())
 
 
 class TorchattacksAttack(Attack):
@@ -115,27 +100,37 @@ class TorchattacksAttack(Attack):
     def _build(self, torchattacks, module: nn.Module, num_classes: int, seed: int) -> Any:
         raise NotImplementedError
 
+    def max_calls(self, num_classes: int) -> int:
+        """The most forward passes torchattacks makes on one batch (the progress bar's total)."""
+        raise NotImplementedError
+
     def _check_classes(self, num_classes: int) -> None:
         pass
 
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
         return self._attack(model, examples, seed)[0]
 
-    def _attack(self, model: Classifier, examples: Sequence[Example], seed: int) -> tuple[list[AttackOutput], torch.Tensor]:
+    def _attack(self, model: Classifier, examples: Sequence[Example], seed: int,
+                desc: str | None = None) -> tuple[list[AttackOutput], torch.Tensor]:
         """The outputs, and the model's predictions on them (AutoAttack passes on what is unbroken).
 
         The attack checks its final inputs once (one query): torchattacks' verdict may not survive
-        the exact projection onto the ε-ball below.
+        the exact projection onto the ε-ball below. ``desc`` labels the progress bar.
         """
+        import torch
+
+        from suite.attacks.image.query_counting import QueryCountingModule
+
         torchattacks = import_torchattacks()
         start = time.perf_counter()
         num_classes = len(model.labels)
         self._check_classes(num_classes)
         x = torch.stack([example.input for example in examples]).to(model.device, torch.float32)
         y = torch.tensor([example.label for example in examples], device=model.device)
-        module = QueryCountingModule(model, x)
         batch_seed = example_seed(seed, self.name, *(example.id for example in examples))
-        with global_rng_seeded(batch_seed):
+        label = f"{desc or self.name} ({len(examples)} ex)"
+        with progress_bar(self.max_calls(num_classes), label, unit="call") as bar, global_rng_seeded(batch_seed):
+            module = QueryCountingModule(model, x, on_call=bar.update)
             attack = self._build(torchattacks, module, num_classes, batch_seed % 2**31)
             adversarial = attack(x, y).detach()
         # Keep the ε-ball and the box exact whatever rounding the attack did.
@@ -163,6 +158,14 @@ class _TargetedBaseline(TorchattacksAttack):
         targets = self.targets if num_classes is None else min(self.targets, num_classes - 1)
         return {"steps": self.steps, "restarts": self.restarts, "targets": targets, "max_queries": None}
 
+    #: Forward passes per target and restart, beyond ``2 * steps`` (FAB) or ``steps`` (APGD-T).
+    _calls_per_step: ClassVar[int] = 1
+    _calls_per_run: ClassVar[int] = 2
+
+    def max_calls(self, num_classes: int) -> int:
+        targets = min(self.targets, num_classes - 1)
+        return 1 + targets * self.restarts * (self._calls_per_step * self.steps + self._calls_per_run)
+
 
 @register_attack("apgd_ce")
 class APGDCE(TorchattacksAttack):
@@ -177,6 +180,11 @@ class APGDCE(TorchattacksAttack):
 
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         return {"steps": self.steps, "restarts": self.restarts, "max_queries": None}
+
+    def max_calls(self, num_classes: int) -> int:
+        # One pass to find what is already misclassified, then per restart an initial step and
+        # ``steps`` iterations.
+        return 1 + self.restarts * (self.steps + 1)
 
     def _build(self, torchattacks, module, num_classes, seed):
         return torchattacks.APGD(module, norm=self.torchattacks_norm, eps=self.eps, steps=self.steps, n_restarts=self.restarts, seed=seed, loss="ce")
@@ -207,6 +215,10 @@ class FABT(_TargetedBaseline):
     Attacks the ``targets`` (default 9) most likely wrong classes; 100 iterations each.
     """
 
+    # Each iteration takes a Jacobian pass and a forward pass; each run three more.
+    _calls_per_step: ClassVar[int] = 2
+    _calls_per_run: ClassVar[int] = 3
+
     def _build(self, torchattacks, module, num_classes, seed):
         return torchattacks.FAB(
             module, norm=self.torchattacks_norm, eps=self.eps, steps=self.steps, n_restarts=self.restarts,
@@ -228,6 +240,9 @@ class Square(TorchattacksAttack):
 
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         return {"max_queries": self.queries + 2, "restarts": 1}
+
+    def max_calls(self, num_classes: int) -> int:
+        return self.queries + 3  # the clean check, the initial margin, then one pass per query
 
     def _build(self, torchattacks, module, num_classes, seed):
         return torchattacks.Square(
@@ -283,7 +298,8 @@ class AutoAttack(TorchattacksAttack):
             if not remaining:
                 break
             # Components draw from their own (seed, component name, ids) streams.
-            found, predictions = component._attack(model, [examples[i] for i in remaining], seed)
+            found, predictions = component._attack(model, [examples[i] for i in remaining], seed,
+                                                   desc=f"{self.name}: {component.name}")
             still = []
             for index, output, prediction in zip(remaining, found, predictions.tolist()):
                 queries[index] += output.queries

@@ -33,7 +33,8 @@ from suite.models.base import Classifier
 from suite.seeding import example_generator
 
 Precision = Literal["fp32", "fp16", "bf16"]
-_AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# dtype names, not torch dtypes: a module-level torch attribute would load torch at import
+_AUTOCAST_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 #: Default ε per threat model when an attack is given none.
 DEFAULT_EPS = {"linf": 8 / 255, "l2": 0.5}
 
@@ -52,7 +53,7 @@ def autocast(device: torch.device, precision: Precision):
     """Autocast context for ``precision`` (``fp32`` runs without autocast)."""
     if precision == "fp32":
         return nullcontext()
-    return torch.autocast(device_type=device.type, dtype=_AUTOCAST_DTYPES[precision])
+    return torch.autocast(device_type=device.type, dtype=getattr(torch, _AUTOCAST_DTYPES[precision]))
 
 
 def image_outputs(geometry: type, x: torch.Tensor, adversarial: torch.Tensor, queries: torch.Tensor,
