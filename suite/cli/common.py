@@ -17,6 +17,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_directory_flags(parser: argparse.ArgumentParser) -> None:
+    """``--overwrite`` and ``--wait``: what to do with an output directory that is not fresh."""
+    parser.add_argument("--overwrite", action="store_true",
+                        help="start over: clear what advsuite wrote in the output dir (records, results, samples, plots; "
+                        "never other files); without it a rerun resumes, and another run there is refused")
+    parser.add_argument("--wait", action="store_true",
+                        help="if another advsuite run is writing to the output dir, wait for it (default: refuse)")
+
+
 def radii(text: str) -> float | list[float]:
     """``--eps``: one radius, or several separated by commas; finite and >= 0."""
     values = []

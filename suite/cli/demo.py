@@ -7,12 +7,13 @@ import argparse
 from pathlib import Path
 
 from suite.cli.argtypes import output_dir
+from suite.cli.common import add_directory_flags
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("demo", help="run recipes/quickstart.yaml offline on the built-in models")
     parser.add_argument("--output", type=output_dir, default=Path("runs/demo"), help="output dir (default: runs/demo)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a different run in the output dir")
+    add_directory_flags(parser)
     parser.add_argument("--leaderboard", type=Path, default=Path("leaderboard/leaderboard.json"),
                         help="leaderboard to add the results to (default: leaderboard/leaderboard.json)")
     parser.add_argument("--no-leaderboard", action="store_true", help="do not touch the leaderboard")
@@ -22,7 +23,7 @@ def add_parser(subparsers) -> None:
 def handle(args: argparse.Namespace) -> int:
     from suite.cli.run import run_recipe
 
-    results = run_recipe("quickstart", args.output, args.overwrite)
+    results = run_recipe("quickstart", args.output, args.overwrite, wait=args.wait)
     if results and not args.no_leaderboard:
         from suite.report import leaderboard
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from suite.cli.argtypes import adversary_list, attack_list, nonnegative_int, output_dir, positive_float
-from suite.cli.common import positive_int, print_report, radii
+from suite.cli.common import add_directory_flags, positive_int, print_report, radii
 
 EPILOG = """examples:
   advsuite evaluate --model builtin:sentiment-tiny --attacks deepwordbug --limit 20 --log-samples
@@ -38,11 +38,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--seed", type=nonnegative_int, default=0)
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="start over: clear what advsuite wrote in the output dir (records, results, samples, plots; "
-                        "never other files); without it a rerun resumes, and another run there is refused")
-    parser.add_argument("--wait", action="store_true",
-                        help="if another advsuite run is writing to the output dir, wait for it (default: refuse)")
+    add_directory_flags(parser)
     parser.add_argument("--log-samples", action="store_true",
                         help="also write samples.md: every example with its clean and adversarial input "
                         "(text, or PNG files of images under samples/)")

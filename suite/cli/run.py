@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from suite.cli.argtypes import output_dir
-from suite.cli.common import positive_int
+from suite.cli.common import add_directory_flags, positive_int
 
 EPILOG = """examples:
   advsuite run recipes/quickstart.yaml
@@ -21,11 +21,7 @@ def add_parser(subparsers) -> None:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("recipe", help="recipe file, or the name of a shipped recipe (advsuite ls recipes)")
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/<recipe name>); one sub-dir per task")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="start over: clear what advsuite wrote in the output dir (records, results, samples, plots; "
-                        "never other files); without it a rerun resumes, and another run there is refused")
-    parser.add_argument("--wait", action="store_true",
-                        help="if another advsuite run is writing to the output dir, wait for it (default: refuse)")
+    add_directory_flags(parser)
     parser.add_argument("--limit", type=positive_int, metavar="N",
                         help="quick run: at most N examples per task (default output runs/<recipe name>-limit<N>)")
     parser.add_argument("--log-samples", action="store_true",
