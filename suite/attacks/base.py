@@ -94,9 +94,9 @@ class Attack(BaseModel):
     @model_validator(mode="after")
     def _sane_counts(self) -> Attack:
         # Step, restart, query and target counts beyond this would run for years: a typo.
-        for field, value in self:
+        for name, value in self:
             if isinstance(value, int) and not isinstance(value, bool) and value > MAX_COUNT:
-                raise ValueError(f"{field} = {value} is more than {MAX_COUNT:,}")
+                raise ValueError(f"{name} = {value} is more than {MAX_COUNT:,}")
         return self
 
     @property
