@@ -26,7 +26,7 @@ LAYERS = {
     "cli": 5, "__main__": 5,
 }
 #: Imports allowed between different packages of one layer (one way only).
-SIDEWAYS = {("models", "data"), ("__main__", "cli"), ("errors", "text")}
+SIDEWAYS = {("models", "data"), ("models", "progress"), ("__main__", "cli"), ("errors", "text")}
 
 
 def _part(module: str) -> str:

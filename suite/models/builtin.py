@@ -32,6 +32,7 @@ from suite.models.base import Classifier, ModelInfo, resolve_device
 from suite.models.config import ModelConfig
 from suite.models.registry import BUILTIN_MODELS  # entries are registered lazily there
 from suite.paths import cache_dir
+from suite.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -165,15 +166,17 @@ def train_word_bert(directory: Path, texts: list[str], labels: list[int], label_
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     generator = torch.Generator().manual_seed(seed)
     model.train()
-    for _ in range(epochs):
-        order = torch.randperm(len(targets), generator=generator)
-        for start in range(0, len(order), 32):
-            rows = order[start : start + 32]
-            batch = {key: value[rows] for key, value in encoded.items()}
-            loss = model(**batch, labels=targets[rows]).loss
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+    with progress_bar(epochs, f"training {Path(directory).name}", unit="epoch") as bar:
+        for _ in range(epochs):
+            order = torch.randperm(len(targets), generator=generator)
+            for start in range(0, len(order), 32):
+                rows = order[start : start + 32]
+                batch = {key: value[rows] for key, value in encoded.items()}
+                loss = model(**batch, labels=targets[rows]).loss
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            bar.update(1)
     model.eval()
     model.save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)
@@ -212,15 +215,17 @@ def _train_digits(directory: Path) -> None:
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=steps)
     generator = torch.Generator().manual_seed(TRAIN_SEED)
     model.train()
-    for _ in range(epochs):
-        order = torch.randperm(len(labels), generator=generator)
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            loss = torch.nn.functional.cross_entropy(model((images[rows] - mean) / std), labels[rows])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            schedule.step()
+    with progress_bar(epochs, f"training {Path(directory).name}", unit="epoch") as bar:
+        for _ in range(epochs):
+            order = torch.randperm(len(labels), generator=generator)
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                loss = torch.nn.functional.cross_entropy(model((images[rows] - mean) / std), labels[rows])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+            bar.update(1)
     model.eval()
     save_timm_dir(directory, model, DIGITS_ARCH, input_size=(1, 32, 32), mean=DIGITS_MEAN, std=DIGITS_STD,
                   label_names=[str(d) for d in range(10)])
