@@ -36,3 +36,55 @@ def atomic_write_text(path: Path, text: str) -> Path:
         os.fsync(handle.fileno())
     os.replace(tmp, path)
     return path
+
+
+def lock_directory(directory: Path, wait: bool, what: str = "advsuite run") -> int:
+    """Hold an exclusive ``flock`` on ``directory`` itself (no lock file is left behind) and
+    return its descriptor (``os.close`` releases it). Another holder makes this wait
+    (``wait``) or raise a one-line :class:`~suite.errors.ConfigError`."""
+    import fcntl
+
+    from suite.errors import ConfigError
+
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(handle)
+        raise ConfigError(f"another {what} is writing to {str(directory)!r}; wait for it to finish (--wait does), "
+                          "or choose another --output") from None
+    return handle
+
+
+def writable_parent(directory: Path) -> Path:
+    """The nearest existing directory at or above ``directory``, checked to be a writable
+    directory (one-line :class:`~suite.errors.ConfigError` otherwise)."""
+    from suite.errors import ConfigError
+
+    existing = next((parent for parent in (directory, *directory.parents) if parent.exists()), Path("."))
+    if not existing.is_dir():
+        raise ConfigError(f"output {str(existing)!r} is a file, not a directory: choose another --output")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write to {str(existing)!r} (permission denied): choose another --output")
+    return existing
+
+
+def listing(directory: Path, shown: int = 3) -> str:
+    """The first entries of ``directory``, quoted (``'a', 'b', 'c', ...``); ``""`` when empty."""
+    names = sorted(path.name for path in directory.iterdir())
+    return ", ".join(repr(name) for name in names[:shown]) + (", ..." if len(names) > shown else "")
+
+
+def read_run_description(path: Path) -> dict:
+    """A run's identity file (JSON mapping), or a one-line error that says how to start over."""
+    import json
+
+    from suite.errors import ConfigError
+
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"cannot read {str(path)!r} ({error}); use --overwrite to start over") from error
+    if not isinstance(found, dict):
+        raise ConfigError(f"{str(path)!r} is not a run description; use --overwrite to start over")
+    return found

@@ -25,9 +25,10 @@ from bad_input_data import CASES as DATA_CASES
 from bad_input_leaderboard import CASES as LEADERBOARD_CASES
 from bad_input_models import CASES as MODEL_CASES
 from bad_input_output import CASES as OUTPUT_CASES
+from bad_input_train import CASES as TRAIN_CASES
 from suite.cli.main import main
 
-CASES: list[Case] = [*CLI_CASES, *DATA_CASES, *MODEL_CASES, *LEADERBOARD_CASES, *OUTPUT_CASES]
+CASES: list[Case] = [*CLI_CASES, *DATA_CASES, *MODEL_CASES, *LEADERBOARD_CASES, *OUTPUT_CASES, *TRAIN_CASES]
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:

@@ -25,7 +25,6 @@ end the main process merges them into ``records.jsonl`` in the order a one-proce
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -35,7 +34,7 @@ from typing import Any
 
 from suite.errors import ConfigError
 from suite.evaluation.distributed import Processes
-from suite.paths import atomic_write_text
+from suite.paths import atomic_write_text, listing, lock_directory, read_run_description, writable_parent
 
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
@@ -98,11 +97,7 @@ class RecordStore:
                                                                     for part in directory.absolute().parts):
             raise ConfigError(f"output directory {shown[:120]}... is too long a path (names over {NAME_MAX - 40} "
                               "bytes or a path over 3800): choose a shorter --output or task name")
-        existing = next((parent for parent in (directory, *directory.parents) if parent.exists()), Path("."))
-        if not existing.is_dir():
-            raise ConfigError(f"output {str(existing)!r} is a file, not a directory: choose another --output")
-        if not os.access(existing, os.W_OK | os.X_OK):
-            raise ConfigError(f"cannot write to {str(existing)!r} (permission denied): choose another --output")
+        existing = writable_parent(directory)
         if existing != directory or overwrite:
             return  # a new directory, or one whose suite files are cleared
         self._verify()
@@ -116,18 +111,12 @@ class RecordStore:
             if self._files():
                 raise ConfigError(f"{str(directory)!r} holds records of an unknown run (no {RUN_FILE}); "
                                   "use --overwrite to start over or choose another --output")
-            foreign = sorted(path.name for path in directory.iterdir())
-            if foreign:
-                listed = ", ".join(repr(name) for name in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            listed = listing(directory)
+            if listed:
                 raise ConfigError(f"{str(directory)!r} holds files advsuite did not write ({listed}); choose an empty "
                                   "or new --output, or pass --overwrite (it replaces only the files advsuite writes)")
             return
-        try:
-            previous = json.loads(run_file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ConfigError(f"cannot read {str(run_file)!r} ({error}); use --overwrite to start over") from error
-        if not isinstance(previous, dict):
-            raise ConfigError(f"{str(run_file)!r} is not a run description; use --overwrite to start over")
+        previous = read_run_description(run_file)
         if previous != self.identity:
             raise ConfigError(f"{str(directory)!r} holds another run: {describe_change(previous, self.identity)}; "
                               "use --overwrite to replace it or choose another --output")
@@ -174,14 +163,7 @@ class RecordStore:
                 self.records.setdefault(record_key(record), record)
 
     def _acquire(self, wait: bool) -> None:
-        handle = os.open(self.directory, os.O_RDONLY)
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(handle)
-            raise ConfigError(f"another advsuite run is writing to {str(self.directory)!r}; wait for it to finish "
-                              "(--wait does), or choose another --output") from None
-        self._lock = handle
+        self._lock = lock_directory(self.directory, wait)
 
     def _clear(self) -> None:
         """Remove everything the suite wrote here (and only that)."""

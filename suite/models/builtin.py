@@ -50,8 +50,12 @@ def load_builtin(name: str, config: ModelConfig) -> Classifier:
     return loader(config)
 
 
-def _cached(name: str, recipe: str) -> Path:
-    """The cache dir of a built-in model, training it into a temp dir and renaming on first use."""
+def cached_model(name: str, recipe: str) -> Path:
+    """The cache dir of a built-in model, training it into a temp dir and renaming on first use.
+
+    ``recipe`` names an entry of :data:`RECIPES`, or ``module:function`` (a recipe defined
+    elsewhere: the robust built-ins of :mod:`suite.train.builtin`).
+    """
     target = cache_dir("models") / name
     if (target / "DONE").exists():
         return target
@@ -99,8 +103,15 @@ def _train_pinned(recipe: str, directory: Path) -> None:
 
 def train_recipe(recipe: str, directory: str) -> None:
     """Entry point of the training process: one recipe of :data:`RECIPES` into ``directory``."""
+    if ":" in recipe:
+        import importlib
+
+        module, _, function = recipe.partition(":")
+        run = getattr(importlib.import_module(module), function)
+    else:
+        run = RECIPES[recipe]
     with pinned_training():
-        RECIPES[recipe](Path(directory))
+        run(Path(directory))
 
 
 @contextmanager
@@ -186,7 +197,7 @@ def sentiment_tiny(config: ModelConfig) -> Classifier:
     """Tiny 1-layer BERT sentiment classifier trained on builtin:sentiment."""
     from suite.models.hf_text import load_hf
 
-    directory = _cached(f"sentiment-tiny-{SENTIMENT_VERSION}", "sentiment-tiny")
+    directory = cached_model(f"sentiment-tiny-{SENTIMENT_VERSION}", "sentiment-tiny")
     classifier = load_hf(str(directory), config.model_copy(update={"revision": None}))
     classifier.info = ModelInfo(spec="builtin:sentiment-tiny", revision=SENTIMENT_VERSION, extra={"path": str(directory)})
     return classifier
@@ -235,7 +246,7 @@ def digits_cnn(config: ModelConfig) -> Classifier:
     """Small timm CNN (test_resnet, 1 channel) trained on builtin:digits."""
     from suite.models.timm_image import load_timm
 
-    directory = _cached(f"digits-cnn-{DIGITS_VERSION}", "digits-cnn")
+    directory = cached_model(f"digits-cnn-{DIGITS_VERSION}", "digits-cnn")
     classifier = load_timm(str(directory), config.model_copy(update={"checkpoint": None}))
     classifier.info = ModelInfo(
         spec="builtin:digits-cnn", revision=DIGITS_VERSION, extra={"path": str(directory), "architecture": DIGITS_ARCH}

@@ -24,3 +24,14 @@ BUILTIN_MODELS.add(
     "suite.models.builtin:digits_cnn",
     help="small timm CNN trained on builtin:digits (8x8 sklearn digits upsampled to 32x32)",
 )
+# Robust built-ins: trained by the training layer, so their loaders live there (named lazily).
+BUILTIN_MODELS.add(
+    "digits-cnn-at",
+    "suite.train.builtin:digits_cnn_at",
+    help="digits-cnn's architecture adversarially trained with PGD-AT (linf eps 0.15) on builtin:digits",
+)
+BUILTIN_MODELS.add(
+    "digits-cnn-beta-at",
+    "suite.train.builtin:digits_cnn_beta_at",
+    help="digits-cnn's architecture trained with BETA-AT (linf eps 0.15) on builtin:digits",
+)

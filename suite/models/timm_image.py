@@ -297,7 +297,7 @@ def _load_timm_dir(directory: Path, config: ModelConfig) -> TimmImageClassifier:
                           f"{model.num_classes} classes")
     info = ModelInfo(
         spec=f"timm:{directory}", revision=local_revision(weights if config.checkpoint else directory),
-        extra={"architecture": meta.architecture},
+        extra={"architecture": meta.architecture} | ({"model_args": meta.model_args} if meta.model_args else {}),
     )
     channels = meta.channels
     return TimmImageClassifier(

@@ -13,7 +13,7 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import GradientAttack, top_targets, with_default_eps
+from suite.attacks.image.driver import EVALUATION, TRAINING, GradientAttack, SearchMode, top_targets, with_default_eps
 from suite.attacks.image.norms import NORMS, L2
 
 
@@ -108,9 +108,9 @@ class BETA(GradientAttack):
             "max_queries": None if per is None else (self.steps + 1) * per * self.restarts + 1,
         }
 
-    def _perturb(self, model, x, y, generators):
-        targets = top_targets(model, x, y, self.targets)
-        lr = self.learning_rate(x[0].numel())
+    def _updater(self, lr: float) -> Callable:
+        """``make_update(origin, start)``: one optimiser (``optimizer``) over every row's δ,
+        stepping on −∇M_j and projecting after each step (Alg. 1 lines 6-7)."""
 
         def make_update(origin: torch.Tensor, start: torch.Tensor) -> Callable:
             delta = (start - origin).clone()
@@ -130,8 +130,31 @@ class BETA(GradientAttack):
 
             return update
 
+        return make_update
+
+    def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
+        targets = top_targets(model, x, y, self.targets)
         # One clean pass ranks the targets: it counts as a query.
         return self._restarts(
             model, x, y, generators, steps=self.steps, restarts=self.restarts, loss="margin",
-            make_update=make_update, targets=targets, queries_spent=1,
+            make_update=self._updater(self.learning_rate(x[0].numel())), targets=targets, queries_spent=1, mode=mode,
         )
+
+    def target_iterates(self, model, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator],
+                        mode: SearchMode = TRAINING) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every target's iterate rather than the best target's: what SBETA-AT trains on
+        (Robey et al., Alg. 3 lines 4-8; one restart).
+
+        Returns:
+            The points (N·K rows, example-major), the target class of each row and the index
+            of its example. The random starts and steps are those :meth:`perturb` takes for the
+            same generators, so BETA-AT's point is always one of these rows.
+        """
+        targets = top_targets(model, x, y, self.targets)
+        rows = torch.arange(len(x), device=x.device).repeat_interleave(targets.shape[1])
+        origin = x[rows]
+        start = self._starts(origin, rows, generators)
+        update = self._updater(self.learning_rate(x[0].numel()))(origin, start)
+        search = self._search(model, origin, y[rows], start, self.steps, update, "margin", targets=targets.reshape(-1),
+                              groups=rows, batch_rows=len(rows), mode=mode)
+        return search.best, targets.reshape(-1), rows

@@ -12,6 +12,10 @@ every step and return the last one); otherwise the iterate with the highest obje
 Under ``precision: fp16|bf16`` the search runs under autocast. The attack returns its kept
 iterate and no verdict: the evaluation layer scores it on the served model in float32, so
 success is never decided in low precision.
+
+Adversarial training (:mod:`suite.train`) runs the same attacks in :data:`TRAINING` mode
+(:class:`SearchMode`): every step is taken, the LAST iterate is returned as in the papers'
+inner maximisations, and a method may swap the objective (TRADES' KL divergence).
 """
 
 from __future__ import annotations
@@ -67,6 +71,37 @@ def image_outputs(geometry: type, x: torch.Tensor, adversarial: torch.Tensor, qu
     ]
 
 
+RowObjective = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
+
+
+@dataclass(frozen=True)
+class SearchMode:
+    """How the shared search runs.
+
+    Attributes:
+        stop_on_success: Stop an example at its first misclassified iterate (evaluation).
+            Training's inner maximisation runs every step instead, as Madry et al. and BETA
+            (Alg. 1, 2) do.
+        keep: ``best``: the first misclassified iterate, else the one with the highest
+            objective (evaluation); ``last``: the final iterate (training), and among the
+            rows of an example (targets) the one with the highest final objective (BETA's
+            j* = argmax_j M_j, Alg. 1 line 8).
+        objective: Replaces the attack's named loss: ``objective(logits, examples)`` gives
+            per-row values to maximise, with ``examples`` the index of each row's example in
+            the batch handed to the attack (TRADES' KL to that example's clean prediction).
+    """
+
+    stop_on_success: bool = True
+    keep: Literal["best", "last"] = "best"
+    objective: RowObjective | None = None
+
+
+#: The default: what an evaluation runs.
+EVALUATION = SearchMode()
+#: Adversarial training's inner maximisation: every step, the last iterate.
+TRAINING = SearchMode(stop_on_success=False, keep="last")
+
+
 @dataclass
 class Search:
     """The result of optimising R rows: the kept iterate of each row and what it scored."""
@@ -114,8 +149,15 @@ class GradientAttack(Attack):
         adversarial, queries = self._perturb(model, x, y, generators)
         return image_outputs(self.geometry, x, adversarial, queries, time.perf_counter() - start)
 
+    def perturb(self, model: Classifier, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator],
+                mode: SearchMode = TRAINING) -> torch.Tensor:
+        """Adversarial inputs for a batch of [0, 1] images ``x`` with labels ``y`` (one generator
+        per example), searched in ``mode``: what adversarial training calls."""
+        return self._perturb(model, x, y, generators, mode)[0]
+
     def _perturb(
-        self, model: Classifier, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator]
+        self, model: Classifier, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator],
+        mode: SearchMode = EVALUATION,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Adversarial inputs and queries per example."""
         raise NotImplementedError
@@ -139,6 +181,7 @@ class GradientAttack(Attack):
         targets: torch.Tensor | None = None,
         groups: torch.Tensor | None = None,
         batch_rows: int | None = None,
+        mode: SearchMode = EVALUATION,
     ) -> Search:
         """Maximise ``loss`` for R rows from ``start`` with ``steps`` calls of ``update``.
 
@@ -150,6 +193,7 @@ class GradientAttack(Attack):
             groups: Example index per row; all rows of an example stop as soon as one of them
                 is misclassified. Defaults to one example per row.
             batch_rows: N for ``reduction: mean`` (the rows of the whole attack batch).
+            mode: Evaluation (stop at success, keep the best iterate) or training.
         """
         rows_total = len(x)
         groups = torch.arange(rows_total, device=x.device) if groups is None else groups
@@ -169,16 +213,24 @@ class GradientAttack(Attack):
             with autocast(model.device, self.precision):
                 logits = model.logits(inputs, grad=grad_needed)
             queries[live] += 1
-            value = objective(loss, logits, y[live], None if targets is None else targets[live])
+            if mode.objective is not None:
+                value = mode.objective(logits.float(), groups[live])
+            else:
+                value = objective(loss, logits, y[live], None if targets is None else targets[live])
             predicted = logits.detach().argmax(dim=1)
             hit = predicted != y[live]
-            keep = hit | (value.detach() > values[live])
+            if mode.keep == "last":
+                keep = torch.ones_like(hit)
+                success[live] = hit
+            else:
+                keep = hit | (value.detach() > values[live])
+                success[live[hit]] = True
             kept = live[keep]
             best[kept] = inputs.detach()[keep]
             values[kept] = value.detach()[keep]
             predictions[kept] = predicted[keep]
-            success[live[hit]] = True
-            done[groups[live[hit]]] = True
+            if mode.stop_on_success:
+                done[groups[live[hit]]] = True
             if not grad_needed:
                 break
             (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, batch_rows or rows_total), inputs)
@@ -202,6 +254,7 @@ class GradientAttack(Attack):
         targets: torch.Tensor | None = None,
         random_start: bool = True,
         queries_spent: int = 0,
+        mode: SearchMode = EVALUATION,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run :meth:`_search` from up to ``restarts`` starts; only unbroken examples restart.
 
@@ -209,6 +262,7 @@ class GradientAttack(Attack):
             make_update: ``make_update(origins, starts)`` builds the update rule of one restart.
             targets: N×K target classes (K rows per example), or ``None`` (one untargeted row).
             queries_spent: Queries already spent per example (a clean pass ranking targets).
+            mode: Evaluation or training (:class:`SearchMode`).
 
         Returns:
             The kept iterate of every example and its queries.
@@ -224,23 +278,24 @@ class GradientAttack(Attack):
                 break
             rows = todo.repeat_interleave(per)
             origin = x[rows]
-            if random_start:
-                noise = torch.stack([self.geometry.random_start(x.shape[1:], self.eps, generators[i]) for i in rows.tolist()])
-                start = (origin + noise.to(x.device)).clamp(0.0, 1.0)
-            else:
-                start = origin
+            start = self._starts(origin, rows, generators) if random_start else origin
             search = self._search(
                 model, origin, y[rows], start, steps, make_update(origin, start), loss,
                 targets=None if targets is None else targets[todo].reshape(-1),
                 groups=torch.arange(len(todo), device=x.device).repeat_interleave(per),
-                batch_rows=n * per,
+                batch_rows=n * per, mode=_on_examples(mode, todo),
             )
-            found, predicted, value, hit, spent = select_rows(search, len(todo))
+            found, predicted, value, hit, spent = select_rows(search, len(todo), by_value=mode.keep == "last")
             better = hit | (value > values[todo])
             kept = todo[better]
             adversarial[kept], predictions[kept], values[kept] = found[better], predicted[better], value[better]
             queries[todo] += spent
         return adversarial, queries
+
+    def _starts(self, origin: torch.Tensor, rows: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
+        """Uniform random starts in the ε-ball ∩ [0, 1]^d, one per row, from its example's generator."""
+        noise = torch.stack([self.geometry.random_start(origin.shape[1:], self.eps, generators[i]) for i in rows.tolist()])
+        return (origin + noise.to(origin.device)).clamp(0.0, 1.0)
 
     def _ascent(self, x: torch.Tensor, alpha: float) -> Callable:
         """Steepest-ascent update (sign for L∞, normalised gradient for L2) of size ``alpha``."""
@@ -260,13 +315,25 @@ def top_targets(model: Classifier, x: torch.Tensor, y: torch.Tensor, k: int | No
     return order[:, :k]
 
 
-def select_rows(search: Search, examples: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per example, keep its first successful row, else the row with the highest objective.
+def _on_examples(mode: SearchMode, todo: torch.Tensor) -> SearchMode:
+    """``mode`` for a search over the examples ``todo`` of the batch: its objective still
+    receives indices into the whole batch."""
+    if mode.objective is None:
+        return mode
+    inner = mode.objective
+    return SearchMode(mode.stop_on_success, mode.keep, lambda logits, rows: inner(logits, todo[rows]))
+
+
+def select_rows(search: Search, examples: int, by_value: bool = False,
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per example, keep its first successful row, else the row with the highest objective
+    (``by_value``: the row with the highest objective, as BETA's j* = argmax_j M_j).
 
     Rows are laid out example-major (example i owns rows i·K … i·K+K−1).
     """
     per = len(search.values) // examples
-    score = torch.where(search.success, torch.full_like(search.values, float("inf")), search.values).view(examples, per)
+    score = search.values if by_value else torch.where(search.success, torch.inf, search.values)
+    score = score.view(examples, per)
     chosen = score.argmax(dim=1) + torch.arange(examples, device=score.device) * per
     queries = search.queries.view(examples, per).sum(dim=1)
     return search.best[chosen], search.predictions[chosen], search.values[chosen], search.success[chosen], queries

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import GradientAttack
+from suite.attacks.image.driver import EVALUATION, GradientAttack, SearchMode
 from suite.attacks.image.norms import L2, Linf
 from suite.losses import LossName
 
@@ -21,8 +21,8 @@ from suite.losses import LossName
 class _FGM(GradientAttack):
     loss: LossName = "ce"
 
-    def _perturb(self, model, x, y, generators):
-        search = self._search(model, x, y, x, steps=1, update=self._ascent(x, self.eps), loss=self.loss)
+    def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
+        search = self._search(model, x, y, x, steps=1, update=self._ascent(x, self.eps), loss=self.loss, mode=mode)
         return search.best, search.queries
 
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import torch
 from pydantic import Field
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import GradientAttack, top_targets
+from suite.attacks.image.driver import EVALUATION, GradientAttack, SearchMode, top_targets
 from suite.attacks.image.norms import L2, Linf
 from suite.losses import LossName
 
@@ -54,12 +54,12 @@ class _PGD(GradientAttack):
             "max_queries": None if rows is None else (self.steps + 1) * self.restarts * rows + extra,
         }
 
-    def _perturb(self, model, x, y, generators):
+    def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
         targets = self._targets(model, x, y)  # N×K, or None (untargeted)
         return self._restarts(
             model, x, y, generators, steps=self.steps, restarts=self.restarts, loss=self.loss,
             make_update=lambda origin, start: self._ascent(origin, self.step_size),
-            targets=targets, random_start=self.random_start, queries_spent=0 if targets is None else 1,
+            targets=targets, random_start=self.random_start, queries_spent=0 if targets is None else 1, mode=mode,
         )
 
 

@@ -1,0 +1,154 @@
+"""``advsuite train``: adversarial training of an image classifier into a ``timm:<dir>`` model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from suite.cli.argtypes import nonnegative_int, output_dir, positive_float
+from suite.cli.common import add_directory_flags, positive_int
+
+METHOD_NAMES = ("standard", "fgsm_at", "pgd_at", "trades", "mart", "beta_at", "sbeta_at")
+EPILOG = """methods:
+  standard   clean cross-entropy (no adversary)
+  fgsm_at    FGSM adversarial training (Goodfellow et al. 2015): one step of size eps
+  pgd_at     PGD adversarial training (Madry et al. 2018): --steps steps of --alpha (default eps/4)
+  trades     TRADES (Zhang et al. 2019): CE + --lam x KL to the worst point (lam 5)
+  mart       MART (Wang et al. 2020): boosted CE + --lam x KL x (1 - p_y) (lam 5)
+  beta_at    BETA-AT (Robey et al. 2024, Alg. 2): train on BETA's best target (--steps per target)
+  sbeta_at   SBETA-AT (Robey et al. 2024, Alg. 3): every target, weighted by softmax(--mu x margin)
+
+examples:
+  advsuite train --model timm:test_resnet --dataset builtin:digits --method beta_at --eps 0.1 --epochs 8 --output runs/beta
+  advsuite train --model builtin:digits-cnn --dataset builtin:digits --method pgd_at --eps 0.1 --epochs 2 --output runs/ft
+  advsuite evaluate --model timm:runs/beta --dataset builtin:digits --attacks pgd_linf,beta --eps 0.1
+"""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train", help="adversarially train an image classifier (writes a timm:<dir> model)", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", required=True,
+                        help="timm:<architecture> (fresh weights), or timm:<dir> / builtin:<image model> to fine-tune")
+    parser.add_argument("--dataset", required=True, help="builtin:<name>, hf:<hub name or local file/dir>")
+    parser.add_argument("--split", default="train", help="split to train on (default: train)")
+    parser.add_argument("--method", default="pgd_at", choices=METHOD_NAMES, help="training method (default: pgd_at)")
+    parser.add_argument("--eps", type=_nonnegative_float, help="radius trained against (default 8/255 under linf, 0.5 under l2)")
+    parser.add_argument("--norm", choices=("linf", "l2"), default="linf")
+    parser.add_argument("--epochs", type=positive_int, default=10)
+    parser.add_argument("--batch-size", type=positive_int, default=128)
+    parser.add_argument("--lr", type=positive_float, default=0.1,
+                        help="SGD learning rate; x0.1 after half the epochs, x0.01 after three quarters (default 0.1)")
+    parser.add_argument("--momentum", type=_fraction, default=0.9)
+    parser.add_argument("--weight-decay", type=_nonnegative_float, default=5e-4)
+    parser.add_argument("--seed", type=nonnegative_int, default=0)
+    parser.add_argument("--output", type=output_dir, help="output dir (default: runs/train/<model>__<method>-<hash>)")
+    add_directory_flags(parser)
+    knobs = parser.add_argument_group("method options (only the method's own are accepted)")
+    knobs.add_argument("--steps", type=positive_int, help="inner attack steps (default 10; BETA: per target)")
+    knobs.add_argument("--alpha", type=positive_float, help="PGD step size of pgd_at, trades, mart (default eps/4)")
+    knobs.add_argument("--lam", type=_nonnegative_float, help="trades, mart: weight of the KL term (default 5)")
+    knobs.add_argument("--mu", type=positive_float, help="sbeta_at: softmax temperature of the target weights (default 1)")
+    knobs.add_argument("--targets", type=positive_int, help="beta_at, sbeta_at: attack the N most likely wrong classes "
+                       "(default: all)")
+    knobs.add_argument("--attack-lr", type=positive_float, help="beta_at, sbeta_at: BETA's learning rate (default eps/10)")
+    validation = parser.add_argument_group("validation (each epoch: clean, PGD and BETA accuracy)")
+    validation.add_argument("--val-split", help="split to validate on (default: hold out --val-fraction of --split)")
+    validation.add_argument("--val-fraction", type=_fraction, default=0.1)
+    validation.add_argument("--val-n", type=positive_int, metavar="N", help="validate on at most N examples per epoch")
+    validation.add_argument("--eval-steps", type=positive_int, default=10, help="steps of the validation attacks (10)")
+    fresh = parser.add_argument_group("fresh architectures on non-built-in data")
+    fresh.add_argument("--input-size", type=_size, metavar="C,H,W")
+    fresh.add_argument("--num-classes", type=positive_int, metavar="N")
+    fresh.add_argument("--model-args", type=_mapping, metavar="JSON", help="extra timm.create_model arguments")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1 (default: CUDA when present)")
+    parser.set_defaults(handler=handle)
+
+
+def build_config(args: argparse.Namespace):
+    from pydantic import ValidationError
+
+    from suite.errors import ConfigError, format_validation_error
+    from suite.train.config import TrainConfig
+
+    given = {"eps": args.eps, "steps": args.steps, "alpha": args.alpha, "lam": args.lam, "mu": args.mu,
+             "targets": args.targets, "lr": args.attack_lr}
+    params = {key: value for key, value in given.items() if value is not None}
+    if args.method != "standard" or args.norm != "linf":
+        params["norm"] = args.norm
+    try:
+        return TrainConfig(
+            model=args.model, model_args=args.model_args or {}, dataset=args.dataset, split=args.split,
+            val_split=args.val_split, val_fraction=args.val_fraction, val_n=args.val_n, input_size=args.input_size,
+            num_classes=args.num_classes, method=args.method, method_params=params, epochs=args.epochs,
+            batch_size=args.batch_size, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay,
+            eval_steps=args.eval_steps, seed=args.seed, device=args.device,
+        )
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error)) from error
+
+
+def handle(args: argparse.Namespace) -> int:
+    from suite.evaluation.recipe import slug
+    from suite.text import printable
+    from suite.train import build_method, train
+
+    config = build_config(args)
+    method = build_method(config.method, config.method_params)  # unknown knobs: one line, before any loading
+    output = args.output or Path("runs") / "train" / f"{slug(args.model)}__{config.method}-{config.fingerprint()[:8]}"
+    summary = train(config, output, overwrite=args.overwrite, wait=args.wait)
+    last = summary.log[-1]
+    best = summary.log[summary.best_epoch - 1]
+    steps = config.eval_steps
+    print(f"{method.name}: {config.epochs} epoch(s) on {printable(config.dataset)} "
+          f"({'resumed after epoch ' + str(summary.resumed_from) if summary.resumed_from else 'from the start'})")
+    for label, entry in (("last", last), ("best", best)):
+        print(f"  {label} (epoch {entry['epoch']}): validation clean {100 * entry['val_clean']:.1f}%, "
+              f"PGD-{steps} {100 * entry['val_pgd']:.1f}%, BETA-{steps} {100 * entry['val_beta']:.1f}%, "
+              f"robust {100 * entry['val_robust']:.1f}%")
+    print(f"model: timm:{printable(str(summary.directory))} (best: timm:{printable(summary.files['best'])})")
+    print(f"log: {printable(summary.files['log'])}; curves: {printable(summary.files['curves'])}")
+    return 0
+
+
+def _nonnegative_float(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _nonnegative_float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1, got {text!r}")
+    return value
+
+
+def _size(text: str) -> tuple[int, int, int]:
+    parts = text.split(",")
+    try:
+        size = tuple(int(part) for part in parts)
+    except ValueError:
+        size = ()
+    if len(size) != 3 or min(size) < 1:
+        raise argparse.ArgumentTypeError(f"expected three positive integers C,H,W, got {text!r}")
+    return size
+
+
+def _mapping(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"drop_rate\": 0.1}}', got {text!r}")
+    return value

@@ -1,0 +1,109 @@
+"""A timm image classifier under training: what :mod:`suite.train` needs of a model.
+
+Training needs the parameters, the train/eval modes, the weights as tensors (to checkpoint and
+resume) and a way to save a ``timm:<dir>`` directory; attacks need the usual
+:class:`~suite.models.base.Classifier` view of the same weights. :class:`TrainableImage` gives
+both, so nothing outside ``suite/models`` reaches into a module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from suite.errors import ConfigError
+from suite.models.base import Classifier, ModelInfo, weights_hash
+from suite.models.timm_image import TimmImageClassifier, _build, save_timm_dir
+
+
+class TrainableImage:
+    """The weights of a timm image classifier being trained, and a classifier view of them.
+
+    Args:
+        classifier: The classifier whose module is trained in place.
+        architecture: timm architecture name (saved in ``config.json``).
+        model_args: Extra ``timm.create_model`` arguments (saved in ``config.json``).
+    """
+
+    def __init__(self, classifier: TimmImageClassifier, architecture: str, model_args: dict[str, Any] | None = None):
+        self.classifier = classifier
+        self.architecture = architecture
+        self.model_args = dict(model_args or {})
+        self.train()
+
+    @classmethod
+    def new(cls, architecture: str, *, input_size: Sequence[int], mean: Sequence[float], std: Sequence[float],
+            labels: Sequence[str], model_args: dict[str, Any] | None = None, seed: int = 0,
+            device: torch.device | str | None = None) -> TrainableImage:
+        """A freshly initialised ``architecture`` (initialisation seeded by ``seed``)."""
+        size = tuple(int(v) for v in input_size)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            module = _build(architecture, pretrained=False, num_classes=len(labels), in_chans=size[0],
+                            **(model_args or {}))
+        info = ModelInfo(spec=f"timm:{architecture}", extra={"architecture": architecture})
+        classifier = TimmImageClassifier(module, tuple(mean), tuple(std), size, list(labels), info, device=device)
+        return cls(classifier, architecture, model_args)
+
+    @classmethod
+    def from_classifier(cls, classifier: Classifier) -> TrainableImage:
+        """Fine-tune a loaded ``timm:`` (or built-in image) model in place."""
+        if not isinstance(classifier, TimmImageClassifier):
+            raise ConfigError(f"{classifier.info.name} is not a timm image classifier: `advsuite train` trains "
+                              "timm:<architecture>, timm:<dir> and built-in image models")
+        architecture = classifier.info.extra.get("architecture") or classifier.info.spec.partition(":")[2]
+        return cls(classifier, architecture, classifier.info.extra.get("model_args"))
+
+    @property
+    def device(self) -> torch.device:
+        return self.classifier.device
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return list(self.classifier.module.parameters())
+
+    def train(self) -> None:
+        """Train mode: batch-norm statistics update and parameters take gradients."""
+        self.classifier.module.train()
+        self.classifier.module.requires_grad_(True)
+
+    def eval(self) -> None:
+        """Eval mode with frozen parameters: how attacks and validation see the model."""
+        self.classifier.module.eval()
+        self.classifier.module.requires_grad_(False)
+
+    @contextmanager
+    def frozen(self) -> Iterator[Classifier]:
+        """The classifier in eval mode with frozen parameters, for the duration of an attack;
+        the previous mode is restored afterwards."""
+        training = self.classifier.module.training
+        self.eval()
+        try:
+            yield self.classifier
+        finally:
+            if training:
+                self.train()
+
+    def logits(self, images: torch.Tensor) -> torch.Tensor:
+        """Logits of [0, 1] images in the current mode, with the graph kept for the parameters."""
+        return self.classifier.logits(images, grad=True)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """Every parameter and buffer, as CPU copies (for checkpoints)."""
+        return {key: value.detach().cpu().clone() for key, value in self.classifier.module.state_dict().items()}
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.classifier.module.load_state_dict(state, strict=True)
+
+    def weights_hash(self) -> str:
+        return weights_hash(self.classifier.module)
+
+    def save(self, directory: Path) -> None:
+        """Write a ``timm:<dir>`` model directory (safetensors + ``config.json``)."""
+        classifier = self.classifier
+        save_timm_dir(Path(directory), classifier.module, self.architecture, input_size=classifier.input_size,
+                      mean=tuple(classifier.mean.flatten().tolist()), std=tuple(classifier.std.flatten().tolist()),
+                      label_names=list(classifier.labels), model_args=self.model_args)

@@ -1,0 +1,11 @@
+"""Adversarial training of image classifiers: BETA-AT and SBETA-AT (Robey et al., ICLR 2024)
+and the baselines they are compared with (FGSM-AT, PGD-AT, TRADES, MART), plus standard
+training. :func:`train` writes a ``timm:<dir>`` model that ``advsuite evaluate`` loads."""
+
+from __future__ import annotations
+
+from suite.train.config import TrainConfig
+from suite.train.loop import TrainSummary, train
+from suite.train.methods import METHODS, TrainMethod, build_method
+
+__all__ = ["METHODS", "TrainConfig", "TrainMethod", "TrainSummary", "build_method", "train"]

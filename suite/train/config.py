@@ -1,0 +1,83 @@
+"""What a training run is: typed, frozen, validated options shared by the CLI, the API and the
+built-in robust models."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: Largest count (epochs, batch size, examples) a run accepts: beyond it, a typo.
+MAX_COUNT = 10_000_000
+
+
+class TrainConfig(BaseModel):
+    """One training run.
+
+    Attributes:
+        model: ``timm:<architecture>`` (fresh weights), ``timm:<dir>`` or ``builtin:<image model>``
+            (fine-tuned).
+        model_args: Extra ``timm.create_model`` arguments of a fresh architecture.
+        dataset: Training data, as for ``advsuite evaluate``; ``split`` is trained on.
+        val_split: A split to validate on; if unset, ``val_fraction`` of ``split`` is held out
+            (a seeded choice) and not trained on.
+        val_n: Validate on at most this many held-out examples each epoch (the same ones).
+        input_size / num_classes: A fresh architecture on a non-built-in dataset: the image size
+            (C, H, W) and class count (built-in datasets give both).
+        method / method_params: The training method (:data:`suite.train.methods.METHODS`) and its
+            knobs (eps, norm, steps, alpha, lam, mu, targets, lr).
+        epochs, batch_size, lr, momentum, weight_decay: SGD with momentum and a piecewise
+            schedule: lr × 0.1 after half the epochs and × 0.01 after three quarters (Rice et al.'s
+            100 and 150 of 200, which Robey et al. follow).
+        eval_steps: Steps of the validation attacks (PGD and BETA, α = ε/4): 10 as Robey et al.
+        seed: Decides initialisation, data order, held-out examples and every random start.
+        device: Where to train (default: CUDA when present).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    model: str = Field(min_length=1)
+    model_args: dict[str, Any] = Field(default_factory=dict)
+    dataset: str = Field(min_length=1)
+    split: str = "train"
+    val_split: str | None = None
+    val_fraction: float = Field(0.1, gt=0, lt=1, allow_inf_nan=False)
+    val_n: int | None = Field(None, ge=1, le=MAX_COUNT)
+    input_size: tuple[int, int, int] | None = None
+    num_classes: int | None = Field(None, ge=2, le=MAX_COUNT)
+    method: str = "pgd_at"
+    method_params: dict[str, Any] = Field(default_factory=dict)
+    epochs: int = Field(10, ge=1, le=MAX_COUNT)
+    batch_size: int = Field(128, ge=1, le=MAX_COUNT)
+    lr: float = Field(0.1, gt=0, allow_inf_nan=False)
+    momentum: float = Field(0.9, ge=0, lt=1, allow_inf_nan=False)
+    weight_decay: float = Field(5e-4, ge=0, allow_inf_nan=False)
+    eval_steps: int = Field(10, ge=1, le=10_000)
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+    device: str | None = None
+
+    @field_validator("input_size")
+    @classmethod
+    def _positive_size(cls, size: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
+        if size is not None and min(size) < 1:
+            raise ValueError(f"input_size must be three positive integers (C, H, W), got {size}")
+        return size
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the weights: everything but the device."""
+        return self.model_dump(mode="json", exclude={"device"})
+
+    def fingerprint(self) -> str:
+        text = json.dumps(self.identity(), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def lr_at(self, epoch: int) -> float:
+        """The learning rate of ``epoch`` (0-based): piecewise, decayed at 1/2 and 3/4 of the epochs."""
+        factor = 1.0
+        if epoch >= self.epochs // 2 and self.epochs >= 2:
+            factor = 0.1
+        if epoch >= (3 * self.epochs) // 4 and self.epochs >= 4:
+            factor = 0.01
+        return self.lr * factor

@@ -1,0 +1,197 @@
+"""The output directory of a training run: what it holds, and resuming after a kill.
+
+::
+
+    <output>/
+      config.json, model.safetensors   the last finished epoch: a ``timm:<dir>`` model
+      best/                            the epoch with the best robust validation accuracy (same layout)
+      train_log.jsonl                  one line per finished epoch
+      curves.png                       learning curves (Robey et al., Fig. 1)
+      train_run.json                   the run's identity: a different run is refused here
+      state.safetensors                weights, optimiser state and progress: what a rerun resumes from
+
+Everything is written atomically. ``state.safetensors`` is written last in an epoch and is the
+only commit point: a run killed at any moment resumes from its last finished epoch, and since
+every random choice is keyed by (seed, epoch, example), the resumed run ends with the weights
+an uninterrupted run has. Nothing is ever unpickled: tensors go to safetensors, the rest to JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from suite.errors import ConfigError
+from suite.paths import atomic_write_text, listing, lock_directory, read_run_description, writable_parent
+
+RUN_FILE = "train_run.json"
+STATE_FILE = "state.safetensors"
+LOG_FILE = "train_log.jsonl"
+CURVES_FILE = "curves.png"
+BEST_DIR = "best"
+#: Everything a training run writes: ``--overwrite`` clears exactly these, never other files.
+TRAIN_FILES = (RUN_FILE, STATE_FILE, LOG_FILE, CURVES_FILE, "config.json", "model.safetensors")
+TRAIN_DIRS = (BEST_DIR,)
+
+
+class TrainStore:
+    """One training run's output directory: checks, lock, identity, resume state, outputs."""
+
+    def __init__(self, directory: Path, identity: dict[str, Any]) -> None:
+        self.directory = Path(directory)
+        self.identity = identity
+        self._lock: int | None = None
+        self._created = False
+
+    def check(self, overwrite: bool) -> None:
+        """Refuse, before anything is written, a directory this run cannot use."""
+        if writable_parent(self.directory) == self.directory and not overwrite:
+            self._verify()
+
+    def _verify(self) -> None:
+        run_file = self.directory / RUN_FILE
+        if not run_file.exists():
+            listed = listing(self.directory)
+            if listed:
+                raise ConfigError(f"{str(self.directory)!r} holds files of no training run ({listed}); choose an "
+                                  "empty or new --output, or pass --overwrite (it replaces only what training writes)")
+            return
+        previous = read_run_description(run_file)
+        if previous != self.identity:
+            changed = sorted(key for key in set(previous) | set(self.identity) if previous.get(key) != self.identity.get(key))
+            what = ", ".join(changed[:4]) or "its description"
+            raise ConfigError(f"{str(self.directory)!r} holds another training run (different {what}); use "
+                              "--overwrite to replace it or choose another --output")
+
+    def open(self, overwrite: bool, wait: bool) -> None:
+        """Create and lock the directory; clear it when overwriting; record the identity."""
+        self._created = not self.directory.exists()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock = lock_directory(self.directory, wait, "advsuite train")
+        try:
+            if overwrite:
+                for name in TRAIN_FILES:
+                    (self.directory / name).unlink(missing_ok=True)
+                for name in TRAIN_DIRS:
+                    shutil.rmtree(self.directory / name, ignore_errors=True)
+                for path in self.directory.glob(".*.tmp"):
+                    path.unlink(missing_ok=True)
+            else:
+                self._verify()  # again, under the lock
+            atomic_write_text(self.directory / RUN_FILE, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")
+        except BaseException:
+            self.close(failed=True)
+            raise
+
+    def close(self, failed: bool = False) -> None:
+        """Release the directory; after a failure before the first finished epoch, remove
+        what this run wrote, so it does not claim the directory."""
+        if self._lock is None:
+            return
+        try:
+            if failed and not (self.directory / STATE_FILE).exists():
+                (self.directory / RUN_FILE).unlink(missing_ok=True)
+                if self._created and not any(self.directory.iterdir()):
+                    self.directory.rmdir()
+        finally:
+            os.close(self._lock)
+            self._lock = None
+
+    # -- resume state -------------------------------------------------------------------------
+
+    def load_state(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], dict[str, Any]] | None:
+        """The last finished epoch's (model state, optimiser tensors, progress), or ``None``."""
+        path = self.directory / STATE_FILE
+        if not path.exists():
+            return None
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(str(path), framework="pt") as handle:
+                progress = json.loads((handle.metadata() or {})["progress"])
+                tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+        except (SafetensorError, OSError, KeyError, ValueError) as error:
+            raise ConfigError(f"cannot read {str(path)!r} ({error}); use --overwrite to start over") from error
+        model = {key.removeprefix("model."): value for key, value in tensors.items() if key.startswith("model.")}
+        optimiser = {key.removeprefix("optim."): value for key, value in tensors.items() if key.startswith("optim.")}
+        return model, optimiser, progress
+
+    def save_state(self, model: dict[str, torch.Tensor], optimiser: dict[str, torch.Tensor],
+                   progress: dict[str, Any]) -> None:
+        """Commit a finished epoch (atomically): the point a rerun resumes from."""
+        from safetensors.torch import save_file
+
+        tensors = {f"model.{key}": value.contiguous() for key, value in model.items()}
+        tensors |= {f"optim.{key}": value.detach().cpu().contiguous() for key, value in optimiser.items()}
+        path = self.directory / STATE_FILE
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        save_file(tensors, str(tmp), metadata={"progress": json.dumps(progress, sort_keys=True)})
+        os.replace(tmp, path)
+
+    # -- outputs ------------------------------------------------------------------------------
+
+    def save_model(self, save, best: bool = False) -> None:
+        """Write a model directory with ``save(directory)``, atomically: the top level (the last
+        epoch) or ``best/``."""
+        staging = self.directory / f".staging.{os.getpid()}.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        save(staging)
+        if best:
+            target = self.directory / BEST_DIR
+            old = self.directory / f".old-best.{os.getpid()}.tmp"
+            if target.exists():
+                os.replace(target, old)
+            os.replace(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+            return
+        for name in ("model.safetensors", "config.json"):
+            os.replace(staging / name, self.directory / name)
+        shutil.rmtree(staging, ignore_errors=True)
+
+    def log(self, epochs_done: int) -> list[dict[str, Any]]:
+        """The log of the finished epochs (lines of epochs not committed by a state are dropped)."""
+        path = self.directory / LOG_FILE
+        if not path.exists():
+            return []
+        lines = []
+        for text in path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(text)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a kill
+            if isinstance(entry, dict) and isinstance(entry.get("epoch"), int) and entry["epoch"] <= epochs_done:
+                lines.append(entry)
+        atomic_write_text(path, "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in lines))
+        return lines
+
+    def append_log(self, entry: dict[str, Any]) -> None:
+        with open(self.directory / LOG_FILE, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry, sort_keys=True, allow_nan=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def optimiser_tensors(optimiser: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """An optimiser's state as flat tensors (``<param index>.<name>``) and JSON (the rest)."""
+    state = optimiser.state_dict()
+    tensors, scalars = {}, {}
+    for index, values in state["state"].items():
+        for name, value in values.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"{index}.{name}"] = value
+            else:
+                scalars[f"{index}.{name}"] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def restore_optimiser(optimiser: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in [*tensors.items(), *meta["scalars"].items()]:
+        index, name = key.split(".", 1)
+        state.setdefault(int(index), {})[name] = value
+    optimiser.load_state_dict({"state": state, "param_groups": meta["param_groups"]})

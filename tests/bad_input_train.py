@@ -1,0 +1,70 @@
+"""Bad-input cases: train (see ``test_bad_input.py``).
+
+``advsuite train`` refuses, before it trains or writes anything: flags out of range, knobs of
+another method, models it cannot train, data it cannot train on, and output directories that
+belong to something else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bad_input_cases import Case
+
+TRAIN = ("train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--output", "{tmp}/out")
+
+
+def foreign_output(work: Path) -> None:
+    (work / "out").mkdir()
+    (work / "out" / "notes.txt").write_text("mine\n")
+
+
+def other_run(work: Path) -> None:
+    (work / "out").mkdir()
+    (work / "out" / "train_run.json").write_text('{"config": {"method": "mart"}}\n')
+
+
+def output_file(work: Path) -> None:
+    (work / "out").write_text("a file\n")
+
+
+def csv_data(work: Path) -> None:
+    (work / "data.csv").write_text("text,label\nhello,0\nworld,1\n")
+
+
+CASES: list[Case] = [
+    Case("train-without-model", ("train", "--dataset", "builtin:digits"), "the following arguments are required: --model"),
+    Case("train-unknown-method", (*TRAIN, "--method", "free_at"), "argument --method: invalid choice: 'free_at'"),
+    Case("train-knob-of-another-method", (*TRAIN, "--method", "pgd_at", "--mu", "2"),
+         "training method 'pgd_at': mu: unknown parameter"),
+    Case("train-lam-for-beta", (*TRAIN, "--method", "beta_at", "--lam", "5"), "training method 'beta_at': lam"),
+    Case("train-eps-negative", (*TRAIN, "--eps", "-0.1"), "argument --eps: expected a finite number >= 0, got '-0.1'"),
+    Case("train-eps-nan", (*TRAIN, "--eps", "nan"), "argument --eps: expected a finite number >= 0, got 'nan'"),
+    Case("train-epochs-zero", (*TRAIN, "--epochs", "0"), "argument --epochs: expected a positive integer, got '0'"),
+    Case("train-epochs-huge", (*TRAIN, "--epochs", "100000000"), "epochs"),
+    Case("train-steps-huge", (*TRAIN, "--steps", "100000"), "steps"),
+    Case("train-lr-zero", (*TRAIN, "--lr", "0"), "argument --lr"),
+    Case("train-momentum-one", (*TRAIN, "--momentum", "1"), "argument --momentum: expected a number strictly between"),
+    Case("train-val-fraction-over-one", (*TRAIN, "--val-fraction", "1.5"), "argument --val-fraction"),
+    Case("train-input-size-two", (*TRAIN, "--input-size", "32,32"), "expected three positive integers C,H,W"),
+    Case("train-model-args-not-json", (*TRAIN, "--model-args", "{{drop_rate: 0.1"), "expected a JSON object"),
+    Case("train-unknown-architecture", ("train", "--model", "timm:resnet_does_not_exist", "--dataset", "builtin:digits",
+                                        "--output", "{tmp}/out", "--epochs", "1"), "unknown timm model"),
+    Case("train-bad-model-args", ("train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--output",
+                                  "{tmp}/out", "--model-args", '{{"no_such_arg": 1}}'), "cannot build timm model"),
+    Case("train-text-model", ("train", "--model", "builtin:sentiment-tiny", "--dataset", "builtin:digits", "--output",
+                              "{tmp}/out"), "is not a timm image classifier"),
+    Case("train-text-dataset", ("train", "--model", "timm:test_resnet", "--dataset", "builtin:sentiment", "--output",
+                                "{tmp}/out"), "holds text"),
+    Case("train-unknown-dataset", ("train", "--model", "timm:test_resnet", "--dataset", "builtin:cifar", "--output",
+                                   "{tmp}/out"), "unknown built-in dataset 'cifar'"),
+    Case("train-missing-split", (*TRAIN, "--split", "validation"), "builtin:digits has no split 'validation'"),
+    Case("train-fresh-without-size", ("train", "--model", "timm:test_resnet", "--dataset", "{tmp}/data.csv",
+                                      "--output", "{tmp}/out"), "needs --input-size C,H,W and --num-classes", csv_data),
+    Case("train-fine-tune-with-size", ("train", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits",
+                                       "--input-size", "1,32,32", "--output", "{tmp}/out"), "is fine-tuned as it is"),
+    Case("train-output-foreign", TRAIN, "holds files of no training run ('notes.txt')", foreign_output),
+    Case("train-output-other-run", TRAIN, "holds another training run", other_run),
+    Case("train-output-is-file", TRAIN, "is a file, not a directory", output_file),
+    Case("train-bad-device", (*TRAIN, "--device", "tpu"), "device 'tpu'"),
+]
