@@ -89,7 +89,7 @@ def main() -> None:
                         "wall_seconds": time.perf_counter() - began}
         print(method, json.dumps(rows[method]), flush=True)
     columns = ["clean"] + [attack["label"] for attack in _attacks(args.eps)]
-    lines = [f"| method | train s | best epoch | " + " | ".join(f"{c} best | {c} last" for c in columns) + " |",
+    lines = ["| method | train s | best epoch | " + " | ".join(f"{c} best | {c} last" for c in columns) + " |",
              "|---|---|---|" + "---|---|" * len(columns)]
     for method, row in rows.items():
         cells = " | ".join(f"{100 * row['best'][c]:.1f} | {100 * row['last'][c]:.1f}" for c in columns)
