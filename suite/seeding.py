@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import random
 from collections.abc import Iterator
 
@@ -48,3 +49,28 @@ def global_rng_seeded(seed: int) -> Iterator[None]:
         finally:
             random.setstate(py_state)
             np.random.set_state(np_state)
+
+
+@contextlib.contextmanager
+def deterministic_kernels() -> Iterator[None]:
+    """Deterministic kernels and no TF32 while the block runs (``--deterministic``), restored after.
+
+    On the CPU the suite's results are already batch-size invariant and reproducible; this
+    matters on CUDA, where cuDNN autotuning, atomics in some backward kernels and TF32
+    matmuls (10-bit mantissa) make two runs, or two batch sizes, round differently. cuBLAS
+    needs ``CUBLAS_WORKSPACE_CONFIG`` for deterministic matmuls; it is set here when unset,
+    which takes effect only if CUDA was not initialised yet (the CLI sets it first). An
+    operation with no deterministic kernel raises instead of silently varying.
+    """
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.backends.cudnn.deterministic,
+             torch.backends.cudnn.benchmark, torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0])
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[1], saved[2]
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[3], saved[4]

@@ -20,7 +20,12 @@ EPS = {"linf": 0.05, "l2": 0.8}
 #: Small budgets so the registry-wide checks stay fast (the real budgets run in bench/).
 QUICK = {
     "apgd_ce": {"steps": 10},
+    "apgd_dlr": {"steps": 10},
     "apgd_t": {"steps": 10, "targets": 3},
+    "auto": {"steps": 10},
+    "auto_plus": {"steps": 10, "targets": 3, "restarts": 2},
+    "ta_apgd_ce": {"steps": 10},
+    "ta_apgd_t": {"steps": 10, "targets": 3},
     "fab_t": {"steps": 10, "targets": 3},
     "square": {"queries": 300},
     "autoattack": {"steps": 10, "targets": 3, "queries": 300},

@@ -86,7 +86,7 @@ def test_autoattack_draws_a_bar_per_component(bars, digits_model, digits_example
     # A radius too small to break anything: every component runs its whole budget.
     attack = build_attack("autoattack", {"eps": 1e-4, "steps": 2, "targets": 1, "queries": 3})
     attack.run(digits_model, examples, seed=0)
-    assert [bar.desc for bar in bars] == [f"autoattack: {name} (2 ex)" for name in ("apgd_ce", "apgd_t", "fab_t", "square")]
+    assert [bar.desc for bar in bars] == [f"autoattack: {name} (2 ex)" for name in ("ta_apgd_ce", "ta_apgd_t", "fab_t", "square")]
     # Model calls torchattacks 3.5.1 makes: 1 + restarts·(steps+1); 1 + targets·restarts·(steps+2);
     # 1 + targets·restarts·(2·steps+3); queries + 3.
     assert [bar.total for bar in bars] == [1 + 3, 1 + 4, 1 + 7, 3 + 3]

@@ -22,7 +22,7 @@ def test_quickstart_has_text_and_vision_tasks():
     recipe = load_recipe(REPO / "recipes" / "quickstart.yaml")
     specs = {task.model.spec: [a.name for a in task.attacks] for task in recipe.tasks}
     assert specs["builtin:sentiment-tiny"] == ["deepwordbug"]
-    assert "pgd_linf" in specs["builtin:digits-cnn"]
+    assert "auto" in specs["builtin:digits-cnn"]
     with pytest.raises(Exception):
         recipe.tasks[0].model.spec = "hf:x"  # frozen
 

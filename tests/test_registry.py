@@ -48,7 +48,7 @@ def test_shipped_registries_resolve():
     from suite.attacks import ATTACKS
     from suite.models.registry import BUILTIN_MODELS, MODEL_SCHEMES
 
-    assert {"fgm_linf", "fgm_l2", "pgd_linf", "pgd_l2", "pgd_t_linf", "pgd_t_l2", "beta", "apgd_ce", "apgd_t", "fab_t",
+    assert {"fgm_linf", "fgm_l2", "pgd_linf", "pgd_l2", "pgd_t_linf", "pgd_t_l2", "beta", "apgd_ce", "apgd_dlr", "apgd_t", "auto", "auto_plus", "ta_apgd_ce", "ta_apgd_t", "fab_t",
             "square", "autoattack", "deepwordbug"} <= set(ATTACKS.names())
     assert set(MODEL_SCHEMES.names()) == {"builtin", "hf", "timm"}
     assert {"digits-cnn", "sentiment-tiny"} <= set(BUILTIN_MODELS.names())

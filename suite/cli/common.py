@@ -26,6 +26,12 @@ def add_directory_flags(parser: argparse.ArgumentParser) -> None:
                         help="if another advsuite run is writing to the output dir, wait for it (default: refuse)")
 
 
+def add_deterministic_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--deterministic", action="store_true",
+                        help="deterministic kernels and no TF32 (matters on CUDA; an op without a deterministic "
+                        "kernel then fails instead of varying)")
+
+
 def radii(text: str) -> float | list[float]:
     """``--eps``: one radius, or several separated by commas; finite and >= 0."""
     values = []

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from suite.cli.argtypes import adversary_list, attack_list, nonnegative_int, output_dir, positive_float
-from suite.cli.common import add_directory_flags, positive_int, print_report, radii
+from suite.cli.common import add_deterministic_flag, add_directory_flags, positive_int, print_report, radii
 
 EPILOG = """examples:
   advsuite evaluate --model builtin:sentiment-tiny --attacks deepwordbug --limit 20 --log-samples
@@ -27,7 +27,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--n", "--limit", dest="n", type=positive_int, metavar="N",
                         help="quick run: evaluate a seeded subsample of N examples (--limit is lm-eval's name for it)")
-    parser.add_argument("--attacks", type=attack_list, help="comma-separated attack names (default: deepwordbug for text, pgd_linf for images)")
+    parser.add_argument("--attacks", type=attack_list, help="comma-separated attack names (default: deepwordbug for text, auto for images)")
     parser.add_argument("--eps", type=radii, metavar="EPS[,EPS...]",
                         help="perturbation budget for every listed attack; several (--eps 0.01,0.03,0.1) run every "
                         "attack at each, with a worst case per radius and a plot of robust accuracy vs eps")
@@ -39,6 +39,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--seed", type=nonnegative_int, default=0)
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
     add_directory_flags(parser)
+    add_deterministic_flag(parser)
     parser.add_argument("--log-samples", action="store_true",
                         help="also write samples.md: every example with its clean and adversarial input "
                         "(text, or PNG files of images under samples/)")
@@ -119,7 +120,7 @@ def handle(args: argparse.Namespace) -> int:
     task = build_task(args)
     output = args.output or Path("runs") / f"{slug(args.model)}__{slug(args.dataset)}-{task.fingerprint(args.seed)[:8]}"
     options = RunOptions(seed=args.seed, batch_size=args.batch_size, output=output, overwrite=args.overwrite,
-                         wait=args.wait, log_samples=args.log_samples)
+                         wait=args.wait, log_samples=args.log_samples, deterministic=args.deterministic)
     results = run_tasks([task], options)
     if results:  # the main process of a multi-process launch reports
         print_report(results, options, args.log_samples)

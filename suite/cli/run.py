@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from suite.cli.argtypes import output_dir
-from suite.cli.common import add_directory_flags, positive_int
+from suite.cli.common import add_deterministic_flag, add_directory_flags, positive_int
 
 EPILOG = """examples:
   advsuite run recipes/quickstart.yaml
@@ -22,6 +22,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("recipe", help="recipe file, or the name of a shipped recipe (advsuite ls recipes)")
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/<recipe name>); one sub-dir per task")
     add_directory_flags(parser)
+    add_deterministic_flag(parser)
     parser.add_argument("--limit", type=positive_int, metavar="N",
                         help="quick run: at most N examples per task (default output runs/<recipe name>-limit<N>)")
     parser.add_argument("--log-samples", action="store_true",
@@ -44,7 +45,7 @@ def _limited(task, limit: int):
 
 
 def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int | None = None,
-               log_samples: bool = False, wait: bool = False) -> list:
+               log_samples: bool = False, wait: bool = False, deterministic: bool = False) -> list:
     from suite.cli.common import print_report
     from suite.evaluation.options import RunOptions
     from suite.evaluation.recipe import load_recipe
@@ -57,7 +58,7 @@ def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int
     if limit is not None:
         tasks = [_limited(task, limit) for task in tasks]
     options = RunOptions(seed=recipe.seed, batch_size=recipe.batch_size, output=output, subdirs=True,
-                         overwrite=overwrite, wait=wait, log_samples=log_samples)
+                         overwrite=overwrite, wait=wait, log_samples=log_samples, deterministic=deterministic)
     results = run_tasks(tasks, options)
     if not results:  # not the main process of a multi-process launch
         return results
@@ -79,5 +80,5 @@ def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int
 
 
 def handle(args: argparse.Namespace) -> int:
-    run_recipe(args.recipe, args.output, args.overwrite, args.limit, args.log_samples, args.wait)
+    run_recipe(args.recipe, args.output, args.overwrite, args.limit, args.log_samples, args.wait, args.deterministic)
     return 0

@@ -24,6 +24,8 @@ class RunOptions:
         wait: Wait for another run writing to the same output directory to finish (else refuse).
         log_samples: Also write ``samples.md`` (and adversarial images) per task.
         command: The command line recorded in provenance (default: this process's).
+        deterministic: Deterministic kernels and no TF32 while the tasks run
+            (:func:`suite.seeding.deterministic_kernels`; it matters on CUDA).
     """
 
     seed: int = 0
@@ -34,6 +36,7 @@ class RunOptions:
     wait: bool = False
     log_samples: bool = False
     command: str | None = None
+    deterministic: bool = False
 
     def directory_for(self, task_name: str) -> Path | None:
         """Where a task writes (``None``: in memory)."""

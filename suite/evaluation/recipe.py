@@ -36,7 +36,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 #: Task names and attack labels become directory and file names: keep them well under 255 bytes.
 NAME_LENGTH = 100
 #: Attacks run when a task names none.
-DEFAULT_ATTACKS = {"text": ("deepwordbug",), "image": ("pgd_linf",)}
+DEFAULT_ATTACKS = {"text": ("deepwordbug",), "image": ("auto",)}
 
 
 def _refuse_repeats(names: list[str], problem: str) -> None:

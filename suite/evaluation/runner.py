@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from typing import Any
 
 from suite.evaluation.adversary import adversary_temperatures, adversary_view, temperature_of
@@ -26,6 +27,7 @@ from suite.evaluation.scoring import CleanScores, attack_record, clean_record, c
 from suite.evaluation.summary import summarise
 from suite.progress import progress_bar
 from suite.report.results import Results, write_results
+from suite.seeding import deterministic_kernels
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,8 @@ def execute(prepared: PreparedTask) -> Results | None:
     store = prepared.store
     store.open(prepared.options.overwrite, wait=prepared.options.wait)
     try:
-        results = _execute(prepared)
+        with deterministic_kernels() if prepared.options.deterministic else nullcontext():
+            results = _execute(prepared)
     except BaseException:
         store.close(failed=True)
         raise

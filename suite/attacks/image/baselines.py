@@ -1,4 +1,5 @@
-"""Classic baselines through torchattacks: APGD-CE, APGD-T, FAB-T, Square and AutoAttack.
+"""Classic baselines through torchattacks: APGD-CE and APGD-T (``ta_apgd_ce``, ``ta_apgd_t``:
+cross-checks of the suite's own :mod:`.apgd`), FAB-T, Square and AutoAttack.
 
 The attacks themselves are torchattacks' (Kim, "Torchattacks: A PyTorch Repository for
 Adversarial Attacks", 2020); this module adapts our :class:`~suite.models.base.Classifier` to the
@@ -107,6 +108,10 @@ class TorchattacksAttack(Attack):
     def _check_classes(self, num_classes: int) -> None:
         pass
 
+    def _canvas(self, x: torch.Tensor) -> torch.Tensor:
+        """The images the torchattacks attack works on (the module crops back to ``x``'s size)."""
+        return x
+
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
         return self._attack(model, examples, seed)[0]
 
@@ -130,9 +135,10 @@ class TorchattacksAttack(Attack):
         batch_seed = example_seed(seed, self.name, *(example.id for example in examples))
         label = f"{desc or self.name} ({len(examples)} ex)"
         with progress_bar(self.max_calls(num_classes), label, unit="call") as bar, global_rng_seeded(batch_seed):
-            module = QueryCountingModule(model, x, on_call=bar.update)
+            height, width = x.shape[-2:]
+            module = QueryCountingModule(model, x, on_call=bar.update, size=(height, width))
             attack = self._build(torchattacks, module, num_classes, batch_seed % 2**31)
-            adversarial = attack(x, y).detach()
+            adversarial = attack(self._canvas(x), y).detach()[..., :height, :width]
         # Keep the ε-ball and the box exact whatever rounding the attack did.
         delta = NORMS[self.norm].project(adversarial - x, self.eps)
         adversarial = (x + delta).clamp(0.0, 1.0)
@@ -167,9 +173,10 @@ class _TargetedBaseline(TorchattacksAttack):
         return 1 + targets * self.restarts * (self._calls_per_step * self.steps + self._calls_per_run)
 
 
-@register_attack("apgd_ce")
-class APGDCE(TorchattacksAttack):
-    """APGD on cross-entropy (Croce & Hein 2020) via torchattacks.APGD.
+@register_attack("ta_apgd_ce")
+class TorchattacksAPGDCE(TorchattacksAttack):
+    """APGD on cross-entropy (Croce & Hein 2020) via torchattacks.APGD: a cross-check of the
+    suite's own ``apgd_ce``.
 
     ``norm`` linf (default ε 8/255) or l2 (default ε 0.5); defaults as in AutoAttack: 100
     iterations, 1 restart, rho 0.75.
@@ -190,9 +197,10 @@ class APGDCE(TorchattacksAttack):
         return torchattacks.APGD(module, norm=self.torchattacks_norm, eps=self.eps, steps=self.steps, n_restarts=self.restarts, seed=seed, loss="ce")
 
 
-@register_attack("apgd_t")
-class APGDT(_TargetedBaseline):
-    """APGD on the targeted DLR loss (Croce & Hein 2020) via torchattacks.APGDT.
+@register_attack("ta_apgd_t")
+class TorchattacksAPGDT(_TargetedBaseline):
+    """APGD on the targeted DLR loss (Croce & Hein 2020) via torchattacks.APGDT: a cross-check
+    of the suite's own ``apgd_t``.
 
     Attacks the ``targets`` (default 9) most likely wrong classes in turn; 100 iterations each.
     Needs at least 4 classes (the targeted DLR loss reads the 4th-largest logit).
@@ -244,6 +252,19 @@ class Square(TorchattacksAttack):
     def max_calls(self, num_classes: int) -> int:
         return self.queries + 3  # the clean check, the initial margin, then one pass per query
 
+    def _canvas(self, x: torch.Tensor) -> torch.Tensor:
+        # torchattacks' (and the official) L2 initialisation tiles the image with ⌊H/5⌋-pixel
+        # squares and loops ⌊H/s⌋ times: an image under 5×5 divides by zero. Pad such images with
+        # zeros to 5×5; the classifier sees only the top-left H×W, so the padding cannot help
+        # the attack, and the perturbation of the image is at most ε (the L2 budget spent on
+        # padding only makes the search weaker, never unsound).
+        import torch
+
+        height, width = x.shape[-2:]
+        if min(height, width) >= 5:
+            return x
+        return torch.nn.functional.pad(x, (0, max(0, 5 - width), 0, max(0, 5 - height)))
+
     def _build(self, torchattacks, module, num_classes, seed):
         return torchattacks.Square(
             module, norm=self.torchattacks_norm, eps=self.eps, n_queries=self.queries, n_restarts=1,
@@ -281,8 +302,8 @@ class AutoAttack(TorchattacksAttack):
     def _components(self) -> list[TorchattacksAttack]:
         common = {"norm": self.norm, "eps": self.eps}
         return [
-            APGDCE(**common, steps=self.steps),
-            APGDT(**common, steps=self.steps, targets=self.targets),
+            TorchattacksAPGDCE(**common, steps=self.steps),
+            TorchattacksAPGDT(**common, steps=self.steps, targets=self.targets),
             FABT(**common, steps=self.steps, targets=self.targets),
             Square(**common, queries=self.queries),
         ]

@@ -116,7 +116,8 @@ class BETA(GradientAttack):
             delta = (start - origin).clone()
             optimiser = getattr(torch.optim, self.optimizer_name)([delta], lr=lr)
 
-            def update(live: torch.Tensor, points: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+            def update(live: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor,
+                       ) -> torch.Tensor:
                 if self.norm_name == "l2":
                     grad = L2.step(grad, 1.0)  # unit L2 direction per row
                 # Optimisers minimise: hand them −∇M_j. Rows not moving get a zero gradient.

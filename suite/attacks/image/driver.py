@@ -113,6 +113,17 @@ class Search:
     queries: torch.Tensor
 
 
+@dataclass
+class Found:
+    """Per example: the kept iterate, the prediction and objective value it scored in the search,
+    and the queries spent."""
+
+    adversarial: torch.Tensor
+    predictions: torch.Tensor
+    values: torch.Tensor
+    queries: torch.Tensor
+
+
 class GradientAttack(Attack):
     """Shared driver: batch the examples, run :meth:`_perturb`, return the kept iterates.
 
@@ -187,8 +198,8 @@ class GradientAttack(Attack):
 
         Args:
             x, y, start: Origins, labels and starting points of the R rows.
-            update: ``update(rows, points, gradients)`` returns the next (projected) points of
-                ``rows``.
+            update: ``update(rows, points, gradients, values)`` returns the next (projected)
+                points of ``rows`` from their current points, gradients and objective values.
             targets: Target class per row for targeted objectives.
             groups: Example index per row; all rows of an example stop as soon as one of them
                 is misclassified. Defaults to one example per row.
@@ -237,7 +248,7 @@ class GradientAttack(Attack):
             moving = ~done[groups[live]]
             rows = live[moving]
             if len(rows):
-                current[rows] = update(rows, inputs.detach()[moving], grad[moving])
+                current[rows] = update(rows, inputs.detach()[moving], grad[moving], value.detach()[moving])
         return Search(best, predictions, values, success, queries)
 
     def _restarts(
@@ -267,6 +278,16 @@ class GradientAttack(Attack):
         Returns:
             The kept iterate of every example and its queries.
         """
+        found = self._restart_search(model, x, y, generators, steps=steps, restarts=restarts, loss=loss,
+                                     make_update=make_update, targets=targets, random_start=random_start,
+                                     queries_spent=queries_spent, mode=mode)
+        return found.adversarial, found.queries
+
+    def _restart_search(self, model, x, y, generators, *, steps, restarts, loss, make_update, targets=None,
+                        random_start=True, queries_spent=0, mode: SearchMode = EVALUATION,
+                        batch_rows: int | None = None) -> Found:
+        """:meth:`_restarts`, returning also what each kept iterate scored (:class:`Found`).
+        ``batch_rows`` is the N of ``reduction: mean`` when ``x`` is part of a larger attack batch."""
         n = len(x)
         per = 1 if targets is None else targets.shape[1]
         adversarial, predictions = x.clone(), y.clone()
@@ -283,14 +304,14 @@ class GradientAttack(Attack):
                 model, origin, y[rows], start, steps, make_update(origin, start), loss,
                 targets=None if targets is None else targets[todo].reshape(-1),
                 groups=torch.arange(len(todo), device=x.device).repeat_interleave(per),
-                batch_rows=n * per, mode=_on_examples(mode, todo),
+                batch_rows=(batch_rows or n) * per, mode=_on_examples(mode, todo),
             )
             found, predicted, value, hit, spent = select_rows(search, len(todo), by_value=mode.keep == "last")
             better = hit | (value > values[todo])
             kept = todo[better]
             adversarial[kept], predictions[kept], values[kept] = found[better], predicted[better], value[better]
             queries[todo] += spent
-        return adversarial, queries
+        return Found(adversarial, predictions, values, queries)
 
     def _starts(self, origin: torch.Tensor, rows: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
         """Uniform random starts in the ε-ball ∩ [0, 1]^d, one per row, from its example's generator."""
@@ -300,7 +321,7 @@ class GradientAttack(Attack):
     def _ascent(self, x: torch.Tensor, alpha: float) -> Callable:
         """Steepest-ascent update (sign for L∞, normalised gradient for L2) of size ``alpha``."""
 
-        def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
             return self._project(points + self.geometry.step(grad, alpha), x[rows])
 
         return update

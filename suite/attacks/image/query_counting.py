@@ -23,10 +23,14 @@ class QueryCountingModule(nn.Module):
         origins: The clean inputs of the batch; each row the module sees is charged to the
             nearest of them.
         on_call: Called once per forward pass (a progress bar's ``update``).
+        size: H×W the classifier takes, when the attack works on a larger canvas (the top-left
+            H×W of each row is the image; the rest is padding the classifier never sees).
     """
 
-    def __init__(self, model: Classifier, origins: torch.Tensor, on_call: Callable[[], object] | None = None) -> None:
+    def __init__(self, model: Classifier, origins: torch.Tensor, on_call: Callable[[], object] | None = None,
+                 size: tuple[int, int] | None = None) -> None:
         super().__init__()
+        self.size = size
         self.model = model
         self.origins = origins.flatten(1)
         self.queries = torch.zeros(len(origins), dtype=torch.long, device=origins.device)
@@ -35,6 +39,8 @@ class QueryCountingModule(nn.Module):
         self.anchor = nn.Parameter(torch.empty(0, device=origins.device), requires_grad=False)
 
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        if self.size is not None:
+            inputs = inputs[..., : self.size[0], : self.size[1]]
         with torch.no_grad():
             nearest = torch.cdist(inputs.detach().flatten(1).float(), self.origins, p=float("inf")).argmin(dim=1)
             self.queries.index_add_(0, nearest, torch.ones_like(nearest))

@@ -1,0 +1,287 @@
+"""APGD, the suite's own: Croce & Hein, "Reliable evaluation of adversarial robustness with an
+ensemble of diverse parameter-free attacks", ICML 2020 (https://arxiv.org/abs/2003.01690),
+Algorithm 1, with the cross-entropy (APGD-CE), DLR (APGD-DLR, Sec. 3.2 eq. 6) and targeted DLR
+(APGD-T, Sec. 4 eq. 7) losses, under L∞ and L2.
+
+The schedule (Sec. 3.1):
+
+- η⁽⁰⁾ = 2ε; x⁽¹⁾ = P_S(x⁽⁰⁾ + η⁽⁰⁾·s(∇f(x⁽⁰⁾))) with s the steepest-ascent direction of the norm;
+- then z⁽ᵏ⁺¹⁾ = P_S(x⁽ᵏ⁾ + η⁽ᵏ⁾·s(∇f(x⁽ᵏ⁾))) and
+  x⁽ᵏ⁺¹⁾ = P_S(x⁽ᵏ⁾ + α(z⁽ᵏ⁺¹⁾ − x⁽ᵏ⁾) + (1 − α)(x⁽ᵏ⁾ − x⁽ᵏ⁻¹⁾)), momentum α = 0.75;
+- checkpoints w_j = ⌈p_j·N_iter⌉ with p₀ = 0, p₁ = 0.22, p_{j+1} = p_j + max(p_j − p_{j−1} − 0.03, 0.06);
+- at a checkpoint the step size halves and the iterate restarts from the best point x_max when
+  Condition 1: Σ_{i=w_{j−1}}^{w_j−1} 1[f(x⁽ⁱ⁺¹⁾) > f(x⁽ⁱ⁾)] < ρ·(w_j − w_{j−1}), ρ = 0.75, or
+  Condition 2: η⁽ʷʲ⁻¹⁾ ≡ η⁽ʷʲ⁾ and f_max⁽ʷʲ⁻¹⁾ ≡ f_max⁽ʷʲ⁾ (no halving and no progress since the last one).
+
+Every quantity above is per example (per row), so no example's schedule depends on the others in
+its batch; losses are per example and reduced by sum (:mod:`.driver`).
+
+How this reads the paper, and where it departs from it or from the official code
+(github.com/fra31/auto-attack, ``autopgd_base.py``, read for comparison):
+
+1. The conditions are checked once f(x⁽ʷʲ⁾) is known, and a restart replaces x⁽ʷʲ⁾ by x_max (with
+   its stored gradient, as the official code does, so a restart costs no extra pass); the next
+   comparison of Condition 1 is then against f_max, the value of the point actually stepped from.
+   The official code keeps comparing against the value before the restart.
+2. Condition 1 uses the paper's strict "<"; the official code uses "≤". Its first window also
+   compares f(x⁽¹⁾) with a zero-initialised slot instead of f(x⁽⁰⁾); here it is f(x⁽⁰⁾).
+3. Condition 2 at the first checkpoint compares with f_max⁽⁰⁾ = f(x⁽⁰⁾) (η cannot have changed yet);
+   the official code never applies Condition 2 at the first checkpoint.
+4. Checkpoints follow the paper's p_j exactly (in hundredths, so 0.22·100 is 22, not 23); the
+   official code's integer recurrence agrees with it at 100 iterations and differs below ~17.
+5. Random starts are uniform in the ε-ball ∩ [0, 1]^d from each example's own generator (the
+   official code draws one point on the L2 sphere, or a rescaled cube point under L∞).
+6. As everywhere in the suite, an example stops at its first misclassified iterate, and targets
+   of APGD-T run most likely first, each only on the examples the earlier ones left unbroken
+   (as in AutoAttack).
+7. Few classes. DLR reads the third-largest logit and targeted DLR the fourth, so they are
+   undefined below 3 and 4 classes (AutoAttack issues #70, #79). There the attack maximises the
+   margin max_{j≠y} z_j − z_y (targeted: z_t − z_y) instead: like DLR it is blind to the scale
+   of the logits, so an over-confident model cannot hide behind saturated softmax gradients. The
+   loss actually used is recorded in the budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
+
+import torch
+from pydantic import Field, model_validator
+
+from suite.attacks.base import register_attack
+from suite.attacks.image.driver import (EVALUATION, Found, GradientAttack, SearchMode, _on_examples, top_targets,
+                                        with_default_eps)
+from suite.attacks.image.norms import NORMS
+from suite.losses import LossName
+
+
+def checkpoints(steps: int) -> list[int]:
+    """The checkpoints W = {w_1, w_2, …} of Croce & Hein (Sec. 3.1) below ``steps`` (N_iter).
+
+    w_j = ⌈p_j·N_iter⌉, p₀ = 0, p₁ = 0.22, p_{j+1} = p_j + max(p_j − p_{j−1} − 0.03, 0.06). The p_j
+    are kept in hundredths, so the ceiling is exact; coinciding checkpoints (short runs) count once.
+    """
+    found: list[int] = []
+    previous, current = 0, 22
+    while True:
+        point = -(-current * steps // 100)
+        if point >= steps:
+            return found
+        if not found or point > found[-1]:
+            found.append(point)
+        previous, current = current, current + max(current - previous - 3, 6)
+
+
+class StepSchedule:
+    """Algorithm 1's bookkeeping for R rows: step sizes, x_max, and the checkpoint conditions.
+
+    :meth:`observe` is called once per iteration k = 0, 1, … with the rows still moving, their
+    iterates x⁽ᵏ⁾, gradients and objective values; it returns the (possibly restarted) points and
+    gradients to step from. ``halvings`` lists, per checkpoint, the rows whose step size halved.
+    """
+
+    def __init__(self, rows: int, steps: int, eta: float, rho: float, device: torch.device):
+        self.eta = torch.full((rows,), float(eta), device=device)
+        self.rho = rho
+        points = checkpoints(steps)
+        self.windows = dict(zip(points, (b - a for a, b in zip([0, *points], points))))
+        self.k = 0
+        self.last_value = torch.full((rows,), float("-inf"), device=device)
+        self.best_value = torch.full((rows,), float("-inf"), device=device)
+        self.increases = torch.zeros(rows, dtype=torch.long, device=device)
+        self.eta_at_check = self.eta.clone()
+        self.best_at_check = torch.full((rows,), float("-inf"), device=device)
+        self.best_point: torch.Tensor | None = None
+        self.best_grad: torch.Tensor | None = None
+        self.halvings: list[tuple[int, torch.Tensor]] = []
+
+    def observe(self, rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor,
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        k = self.k
+        self.k += 1
+        if self.best_point is None:
+            self.best_point = torch.zeros((len(self.eta), *points.shape[1:]), dtype=points.dtype, device=points.device)
+            self.best_grad = torch.zeros_like(self.best_point)
+        if k == 0:
+            self.best_at_check[rows] = values  # f_max⁽⁰⁾ = f(x⁽⁰⁾)
+        else:
+            self.increases[rows] += (values > self.last_value[rows]).long()
+        self.last_value[rows] = values
+        better = values > self.best_value[rows]
+        improved = rows[better]
+        self.best_value[improved] = values[better]
+        self.best_point[improved] = points[better]
+        self.best_grad[improved] = grad[better]
+        if k in self.windows:
+            condition_1 = self.increases[rows] < self.rho * self.windows[k]
+            condition_2 = (self.eta[rows] == self.eta_at_check[rows]) & (self.best_value[rows] <= self.best_at_check[rows])
+            halve = condition_1 | condition_2
+            self.eta_at_check[rows] = self.eta[rows]
+            self.best_at_check[rows] = self.best_value[rows]
+            self.increases[rows] = 0
+            restarted = rows[halve]
+            self.eta[restarted] /= 2
+            self.halvings.append((k, restarted.clone()))
+            if len(restarted):
+                points, grad = points.clone(), grad.clone()
+                points[halve] = self.best_point[restarted]
+                grad[halve] = self.best_grad[restarted]
+                self.last_value[restarted] = self.best_value[restarted]
+        return points, grad
+
+
+class _APGD(GradientAttack):
+    """Shared fields and the update rule of the APGD attacks (see the module docstring)."""
+
+    norm_name: Literal["linf", "l2"] = Field("linf", alias="norm")
+    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+    steps: int = Field(100, ge=1)
+    restarts: int = Field(1, ge=1)
+    rho: float = Field(0.75, gt=0, le=1)
+    momentum: float = Field(0.75, gt=0, le=1)
+
+    model_config = GradientAttack.model_config | {"populate_by_name": True}
+
+    _loss: ClassVar[LossName] = "ce"
+    _targeted: ClassVar[bool] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _eps_for_norm(cls, data: Any) -> Any:
+        return with_default_eps(data)
+
+    @property
+    def geometry(self) -> type:
+        return NORMS[self.norm_name]
+
+    def params(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+    def loss_for(self, num_classes: int | None) -> LossName:
+        """The loss run on a model with ``num_classes`` classes (the margin where DLR is undefined)."""
+        if self._loss == "dlr" and num_classes is not None and num_classes < (4 if self._targeted else 3):
+            return "margin"
+        return self._loss
+
+    def _rows(self, num_classes: int | None) -> int | None:
+        return 1
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        rows = self._rows(num_classes)
+        return {
+            "steps": self.steps,
+            "restarts": self.restarts,
+            "targets": rows if self._targeted else None,
+            "loss": self.loss_for(num_classes),
+            "initial_step": 2 * self.eps,
+            "max_queries": None if rows is None else (self.steps + 1) * self.restarts * rows + int(self._targeted),
+        }
+
+    def _updater(self, steps: int, schedules: list[StepSchedule] | None = None) -> Callable:
+        """``make_update(origin, start)`` for one restart: Algorithm 1's step, with a fresh
+        :class:`StepSchedule` (appended to ``schedules`` when given, for inspection)."""
+
+        def make_update(origin: torch.Tensor, start: torch.Tensor) -> Callable:
+            schedule = StepSchedule(len(origin), steps, 2 * self.eps, self.rho, origin.device)
+            if schedules is not None:
+                schedules.append(schedule)
+            previous = start.clone()
+            shape = (-1,) + (1,) * (origin.dim() - 1)
+
+            def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor,
+                       ) -> torch.Tensor:
+                first = schedule.k == 0
+                points, grad = schedule.observe(rows, points, grad, values)
+                size = schedule.eta[rows].view(shape)
+                z = self._project(points + self.geometry.step(grad, 1.0) * size, origin[rows])
+                if first:
+                    moved = z
+                else:
+                    momentum = points - previous[rows]
+                    moved = self._project(points + self.momentum * (z - points) + (1 - self.momentum) * momentum,
+                                          origin[rows])
+                previous[rows] = points
+                return moved
+
+            return update
+
+        return make_update
+
+    def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
+        found = self.find(model, x, y, generators, mode)
+        return found.adversarial, found.queries
+
+    def find(self, model, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator],
+             mode: SearchMode = EVALUATION) -> Found:
+        """The kept iterate of every example, what it scored, and the queries (the ensembles'
+        entry point: they pass on what is still classified correctly)."""
+        return self._restart_search(model, x, y, generators, steps=self.steps, restarts=self.restarts,
+                                    loss=self.loss_for(len(model.labels)), make_update=self._updater(self.steps),
+                                    mode=mode)
+
+
+@register_attack("apgd_ce")
+class APGDCE(_APGD):
+    """APGD-CE (Croce & Hein, ICML 2020, Alg. 1): Auto-PGD on the cross-entropy.
+
+    ``norm`` linf (default ε 8/255) or l2 (default ε 0.5); 100 steps, 1 restart, ρ = 0.75,
+    momentum 0.75, initial step 2ε. Per-example schedules: results do not depend on the batch.
+    """
+
+    _loss: ClassVar[LossName] = "ce"
+
+
+@register_attack("apgd_dlr")
+class APGDDLR(_APGD):
+    """APGD-DLR (Croce & Hein, ICML 2020, Alg. 1 and eq. 6): Auto-PGD on the DLR loss,
+    −(z_y − max_{j≠y} z_j)/(z_π1 − z_π3), invariant to shifting and scaling the logits.
+
+    Defaults as ``apgd_ce``. Binary models get the margin instead (DLR needs 3 classes).
+    """
+
+    _loss: ClassVar[LossName] = "dlr"
+
+
+@register_attack("apgd_t")
+class APGDT(_APGD):
+    """APGD-T (Croce & Hein, ICML 2020, Sec. 4): Auto-PGD on the targeted DLR loss
+    −(z_y − z_t)/(z_π1 − (z_π3 + z_π4)/2), towards each of the ``targets`` (default 9) most likely
+    wrong classes in turn, each on the examples the earlier targets left unbroken.
+
+    Defaults as ``apgd_ce`` per target. Models with fewer than 4 classes get the targeted margin
+    z_t − z_y instead (the targeted DLR reads the 4th-largest logit).
+    """
+
+    _loss: ClassVar[LossName] = "dlr"
+    _targeted: ClassVar[bool] = True
+
+    targets: int = Field(9, ge=1)
+
+    def _rows(self, num_classes: int | None) -> int | None:
+        return self.targets if num_classes is None else min(self.targets, num_classes - 1)
+
+    def find(self, model, x, y, generators, mode: SearchMode = EVALUATION) -> Found:
+        loss = self.loss_for(len(model.labels))
+        targets = top_targets(model, x, y, self.targets)
+        found = Found(x.clone(), y.clone(), torch.full((len(x),), float("-inf"), device=x.device),
+                      torch.ones(len(x), dtype=torch.long, device=x.device))  # the clean pass ranking the targets
+        for rank in range(targets.shape[1]):
+            todo = torch.arange(len(x), device=x.device)
+            if mode.stop_on_success:
+                todo = (found.predictions == y).nonzero().squeeze(1)
+            if len(todo) == 0:
+                break
+            result = self._restart_search(
+                model, x[todo], y[todo], [generators[i] for i in todo.tolist()], steps=self.steps,
+                restarts=self.restarts, loss=loss, make_update=self._updater(self.steps),
+                targets=targets[todo, rank : rank + 1], mode=_on_examples(mode, todo), batch_rows=len(x),
+            )
+            hit = result.predictions != y[todo]
+            better = hit | (result.values > found.values[todo])
+            kept = todo[better]
+            found.adversarial[kept] = result.adversarial[better]
+            found.predictions[kept] = result.predictions[better]
+            found.values[kept] = result.values[better]
+            found.queries[todo] += result.queries
+        return found

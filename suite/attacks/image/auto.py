@@ -1,0 +1,114 @@
+"""``auto`` and ``auto_plus``: the default image evaluation, an ensemble in the manner of
+AutoAttack (Croce & Hein, ICML 2020, Sec. 4) built from the suite's own attacks.
+
+Each component runs only on the examples every earlier one left classified correctly, and an
+example counts as broken if any component broke it, so adding a component can only lower robust
+accuracy. All components are the suite's own :mod:`.apgd` attacks: per-example schedules,
+losses reduced by sum and randomness drawn from each example's generator, so an ensemble's
+records do not depend on the batch size (an example's generator is shared by the components it
+reaches, in order).
+
+- ``auto`` (the default when no attacks are given): APGD-CE, then APGD-T towards the 3 most
+  likely wrong classes. Cross-entropy finds most adversarial examples fast; the targeted DLR
+  loss then catches what a saturated or misleading cross-entropy hides (the BETA paper's point:
+  a margin per target class, Robey et al., ICLR 2024, Sec. 4 and App. D).
+- ``auto_plus``: APGD-CE, APGD-T towards 9 targets (AutoAttack's own budget), then APGD-DLR
+  with 3 random restarts.
+
+Where the DLR loss is undefined (fewer than 3 or 4 classes) the APGD components use the margin
+(:mod:`.apgd`, note 7), so binary and 3-class models run the same ensembles.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from pydantic import Field, model_validator
+
+from suite.attacks.base import register_attack
+from suite.attacks.image.apgd import APGDCE, APGDDLR, APGDT
+from suite.attacks.image.driver import EVALUATION, Found, GradientAttack, SearchMode, _on_examples, with_default_eps
+from suite.attacks.image.norms import NORMS
+
+
+class _Ensemble(GradientAttack):
+    norm_name: Literal["linf", "l2"] = Field("linf", alias="norm")
+    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+    steps: int = Field(100, ge=1)
+    targets: int = Field(3, ge=1)
+
+    model_config = GradientAttack.model_config | {"populate_by_name": True}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _eps_for_norm(cls, data: Any) -> Any:
+        return with_default_eps(data)
+
+    @property
+    def geometry(self) -> type:
+        return NORMS[self.norm_name]
+
+    def params(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
+
+    def components(self) -> list:
+        raise NotImplementedError
+
+    def _common(self) -> dict[str, Any]:
+        return {"norm": self.norm_name, "eps": self.eps, "precision": self.precision, "reduction": self.reduction}
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        parts = [{"attack": part.name, **part.budget(num_classes)} for part in self.components()]
+        counts = [part["max_queries"] for part in parts]
+        return {"components": parts, "max_queries": None if None in counts else sum(counts)}
+
+    def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
+        found = self.find(model, x, y, generators, mode)
+        return found.adversarial, found.queries
+
+    def find(self, model, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator],
+             mode: SearchMode = EVALUATION) -> Found:
+        found = Found(x.clone(), y.clone(), torch.full((len(x),), float("-inf"), device=x.device),
+                      torch.zeros(len(x), dtype=torch.long, device=x.device))
+        for index, component in enumerate(self.components()):
+            todo = (found.predictions == y).nonzero().squeeze(1)
+            if len(todo) == 0:
+                break
+            result = component.find(model, x[todo], y[todo], [generators[i] for i in todo.tolist()],
+                                    _on_examples(mode, todo))
+            found.queries[todo] += result.queries
+            # The first component's iterate stands for an unbroken example (the components'
+            # objectives are not comparable); a later one replaces it only by breaking it.
+            keep = (result.predictions != y[todo]) | (index == 0)
+            kept = todo[keep]
+            found.adversarial[kept] = result.adversarial[keep]
+            found.predictions[kept] = result.predictions[keep]
+            found.values[kept] = result.values[keep]
+        return found
+
+
+@register_attack("auto")
+class Auto(_Ensemble):
+    """The default image evaluation: APGD-CE, then APGD-T towards the ``targets`` (default 3)
+    most likely wrong classes, each with ``steps`` (default 100) iterations and each on what the
+    earlier one left unbroken. ``norm`` linf (default ε 8/255) or l2 (default ε 0.5).
+    """
+
+    def components(self) -> list:
+        common = self._common()
+        return [APGDCE(**common, steps=self.steps), APGDT(**common, steps=self.steps, targets=self.targets)]
+
+
+@register_attack("auto_plus")
+class AutoPlus(_Ensemble):
+    """A stronger, slower ``auto``: APGD-CE, APGD-T towards ``targets`` (default 9) classes, then
+    APGD-DLR with ``restarts`` (default 3) random restarts; ``steps`` (default 100) each."""
+
+    targets: int = Field(9, ge=1)
+    restarts: int = Field(3, ge=1)
+
+    def components(self) -> list:
+        common = self._common()
+        return [APGDCE(**common, steps=self.steps), APGDT(**common, steps=self.steps, targets=self.targets),
+                APGDDLR(**common, steps=self.steps, restarts=self.restarts)]

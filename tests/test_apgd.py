@@ -1,0 +1,253 @@
+"""The suite's own APGD (Croce & Hein, ICML 2020, Alg. 1) and the ``auto`` ensembles: the
+step-size schedule against the paper's conditions, few-class models, the BETA trap and the
+BETA paper's App. D example, and ``auto`` as the default image evaluation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from suite.attacks import build_attack
+from suite.attacks.image.apgd import StepSchedule, checkpoints
+from suite.data.base import Example
+from suite.models.base import ModelInfo, TorchClassifier
+
+from helpers import run_judged
+
+
+class _Linear(TorchClassifier):
+    """A hand-built linear classifier on a tiny image."""
+
+    modality = "image"
+
+    def __init__(self, weight, bias, input_size) -> None:
+        layer = nn.Linear(len(weight[0]), len(weight))
+        with torch.no_grad():
+            layer.weight.copy_(torch.tensor(weight))
+            layer.bias.copy_(torch.tensor(bias))
+        super().__init__(layer, device="cpu")
+        self.input_size = input_size
+        self.labels = [str(i) for i in range(len(weight))]
+        self.info = ModelInfo(spec="test:linear")
+
+    def _forward(self, batch):
+        return self.module(batch.flatten(1))
+
+
+def test_checkpoints_follow_the_paper():
+    # p = 0, 0.22, 0.41, 0.57, 0.70, 0.80, 0.87, 0.93, 0.99 (steps shrink by 0.03, at least 0.06)
+    assert checkpoints(100) == [22, 41, 57, 70, 80, 87, 93, 99]
+    # ⌈p_j·N⌉ exactly: 0.22·50 = 11, not 12 (floating point would round 11.000000000000002 up)
+    assert checkpoints(50) == [11, 21, 29, 35, 40, 44, 47]
+    # Short runs: coinciding checkpoints count once, none at or beyond the last iteration.
+    assert checkpoints(5) == [2, 3, 4]
+    assert checkpoints(1) == []
+
+
+def _paper_halvings(values: list[float], steps: int, rho: float = 0.75) -> list[bool]:
+    """Whether the step size halves at each checkpoint for a row whose objective takes ``values``
+    at x⁽⁰⁾, x⁽¹⁾, …, written from the paper's Conditions 1 and 2 (Sec. 3.1) directly. After a
+    halving the iterate restarts at x_max, so its value is f_max."""
+    halved, eta, eta_before, f_max_before = [], 1.0, 1.0, values[0]
+    previous = 0
+    f_max = values[0]
+    effective = list(values)
+    for w in checkpoints(steps):
+        f_max = max(effective[: w + 1])
+        increases = sum(effective[i + 1] > effective[i] for i in range(previous, w))
+        condition_1 = increases < rho * (w - previous)
+        condition_2 = eta == eta_before and f_max <= f_max_before
+        eta_before, f_max_before = eta, f_max
+        halve = condition_1 or condition_2
+        if halve:
+            eta /= 2
+            effective[w] = f_max
+        halved.append(halve)
+        previous = w
+    return halved
+
+
+def _drive(values: torch.Tensor, steps: int) -> tuple[StepSchedule, list[torch.Tensor]]:
+    """Feed a schedule R rows of objective values (R×(steps)) at points that encode the step."""
+    rows = len(values)
+    schedule = StepSchedule(rows, steps, eta=1.0, rho=0.75, device=torch.device("cpu"))
+    returned = []
+    for k in range(steps):
+        points = torch.full((rows, 1, 1, 1), float(k))
+        grad = torch.full((rows, 1, 1, 1), float(-k))
+        point, _ = schedule.observe(torch.arange(rows), points, grad, values[:, k])
+        returned.append(point.flatten())
+    return schedule, returned
+
+
+def test_schedule_halves_exactly_when_the_paper_says():
+    steps = 100
+    generator = torch.Generator().manual_seed(0)
+    increasing = torch.arange(steps, dtype=torch.float32)
+    flat = torch.zeros(steps)
+    rows = [increasing, flat, torch.randn(steps, generator=generator), torch.randn(steps, generator=generator).cumsum(0)]
+    for increases in (17, 16):
+        series = torch.zeros(steps)
+        up = torch.tensor([1.0] * increases + [-1.0] * (22 - increases))
+        series[1:23] = up.cumsum(0)
+        series[23:] = series[22] + torch.arange(1, steps - 22)
+        rows.append(series)
+    # The third window (41, 57] has 16 steps: exactly 12 = 0.75·16 increases keeps η (strict "<").
+    moves = torch.ones(steps)
+    moves[0] = 0.0
+    moves[42 + 12 : 58] = -0.5
+    rows.append(moves.cumsum(0))
+    values = torch.stack(rows)
+    schedule, _ = _drive(values, steps)
+    marks = checkpoints(steps)
+    observed = [[int(row) in set(halved.tolist()) for halved in (h for _, h in schedule.halvings)] for row in range(len(rows))]
+    expected = [_paper_halvings(values[row].tolist(), steps) for row in range(len(rows))]
+    assert [k for k, _ in schedule.halvings] == marks
+    assert observed == expected
+    # The hand-checkable rows: steady progress never halves; no progress halves at every
+    # checkpoint; 17 of 22 increases keeps η, 16 halves it.
+    assert expected[0] == [False] * len(marks)
+    assert expected[1] == [True] * len(marks)
+    assert expected[4][0] is False and expected[5][0] is True
+    assert expected[6] == [False] * len(marks)
+    assert schedule.eta[0] == 1.0 and schedule.eta[1] == 0.5 ** len(marks)
+
+
+def test_schedule_restarts_from_the_best_point_with_its_gradient():
+    steps = 30
+    values = torch.zeros(1, steps)
+    values[0, 5] = 3.0  # the best point is x⁽⁵⁾; nothing else improves, so w_1 = 7 halves
+    schedule, returned = _drive(values, steps)
+    first = checkpoints(steps)[0]
+    assert first == 7
+    assert returned[first].item() == 5.0  # stepped from x_max, not x⁽⁷⁾
+    assert returned[first - 1].item() == first - 1
+    assert schedule.best_grad[0].item() == -5.0
+
+
+def test_apgd_step_schedule_on_a_quadratic_matches_the_conditions():
+    """Real APGD updates on f(x) = −‖x − c‖² with c inside the ball: the 2ε steps overshoot and
+    oscillate, so the schedule must halve; every halving agrees with the paper's conditions."""
+    attack = build_attack("apgd_ce", {"norm": "linf", "eps": 0.2, "steps": 60})
+    schedules = []
+    make_update = attack._updater(attack.steps, schedules)
+    origin = torch.full((3, 1, 2, 2), 0.5)
+    centre = origin + torch.tensor([0.05, -0.12, 0.0]).view(3, 1, 1, 1)
+    point = origin.clone()
+    update = make_update(origin, point)
+    history = []
+    for _ in range(attack.steps):
+        point = point.detach().requires_grad_(True)
+        value = -((point - centre) ** 2).flatten(1).sum(1)
+        (grad,) = torch.autograd.grad(value.sum(), point)
+        history.append(value.detach())
+        point = update(torch.arange(3), point.detach(), grad, value.detach())
+        assert (point - origin).abs().max() <= 0.2 + 1e-6
+    values = torch.stack(history, dim=1)
+    (schedule,) = schedules
+    observed = [[row in set(h.tolist()) for _, h in schedule.halvings] for row in range(3)]
+    assert observed == [_paper_halvings(values[row].tolist(), attack.steps) for row in range(3)]
+    assert all(any(row) for row in observed)
+    # the step size shrank, and the best point approaches the maximiser
+    assert (schedule.eta < 0.4).all()
+    assert torch.allclose(schedule.best_point, centre, atol=0.02)
+
+
+def _trap_model() -> _Linear:
+    # tests/test_beta.py's trap: cross-entropy ascent walks into the unreachable class 1
+    return _Linear([[0.0], [-2.0], [1.0]], [0.0, 1.0 - 0.25, -0.5 - 0.099], (1, 1, 1))
+
+
+def _appendix_model() -> _Linear:
+    """Robey et al. (ICLR 2024), App. D: f(u) = [[0, −1], [−1, 0], [1, 0]]·u at u = (0, −1),
+    class 0, L2 ε = 0.8. The cross-entropy maximiser u = (0, −0.2) is still class 0, yet
+    u = (0.566, −0.434) is class 2. In pixels: u = 2(x − (0.5, 1)), so x = (0.5, 0.5) and
+    ε = 0.4 (the ball stays inside [0, 1]²)."""
+    return _Linear([[0.0, -2.0], [-2.0, 0.0], [2.0, 0.0]], [2.0, 1.0, -1.0], (1, 1, 2))
+
+
+def _copies(value, n=12):
+    return [Example(id=f"x{i}", input=value.clone(), label=0) for i in range(n)]
+
+
+def test_auto_breaks_the_beta_trap_and_the_appendix_model():
+    trap = _copies(torch.full((1, 1, 1), 0.5))
+    assert not any(o.success for o in run_judged(build_attack("apgd_ce", {"eps": 0.1, "steps": 20}), _trap_model(), trap[:4], 0))
+    auto = run_judged(build_attack("auto", {"eps": 0.1}), _trap_model(), trap, seed=0)
+    assert all(o.success and o.prediction == 2 and o.perturbation <= 0.1 + 1e-6 for o in auto)
+
+    model = _appendix_model()
+    examples = _copies(torch.full((1, 1, 2), 0.5))
+    logits = model.logits(torch.stack([ex.input for ex in examples[:1]]))
+    assert torch.allclose(logits, torch.tensor([[1.0, 0.0, 0.0]]))  # f(0, −1) = (1, 0, 0)
+    auto = run_judged(build_attack("auto", {"norm": "l2", "eps": 0.4}), model, examples, seed=0)
+    assert all(o.success and o.perturbation <= 0.4 + 1e-6 for o in auto)
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+@pytest.mark.parametrize("name", ["apgd_dlr", "apgd_t", "auto", "auto_plus"])
+def test_few_class_models_get_the_margin(name, classes):
+    # A 2- or 3-class linear model: DLR is undefined, the attack falls back to the margin.
+    weight = [[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]][:classes]
+    model = _Linear(weight, [0.1] + [0.0] * (classes - 1), (1, 1, 2))
+    examples = _copies(torch.full((1, 1, 2), 0.5), 4)
+    attack = build_attack(name, {"eps": 0.2, "steps": 10})
+    budget = attack.budget(classes)
+    parts = budget["components"] if "components" in budget else [{"attack": name, **budget}]
+    expected = {"apgd_ce": "ce", "apgd_t": "margin", "apgd_dlr": "dlr" if classes == 3 else "margin"}
+    assert [part["loss"] for part in parts] == [expected[part["attack"]] for part in parts]
+    outputs = run_judged(attack, model, examples, seed=0)
+    # f_1 − f_0 = x_2 − x_1 − 0.1 > 0 is reachable with ε = 0.2 (0.5 → 0.3 and 0.7)
+    assert all(o.success and o.perturbation <= 0.2 + 1e-6 for o in outputs)
+
+
+def test_own_apgd_matches_torchattacks_on_the_standard_model(digits_model, digits_examples):
+    pytest.importorskip("torchattacks")
+    examples = [ex for ex in digits_examples[:60] if int(digits_model.predict(ex.input[None])[0]) == ex.label][:40]
+    ours = run_judged(build_attack("apgd_ce", {"eps": 0.01, "steps": 20}), digits_model, examples, seed=0)
+    theirs = run_judged(build_attack("ta_apgd_ce", {"eps": 0.01, "steps": 20}), digits_model, examples, seed=0)
+    rate = sum(o.success for o in ours) / len(ours)
+    assert 0.2 < rate < 1.0  # a budget where the number means something
+    assert abs(sum(o.success for o in ours) - sum(o.success for o in theirs)) <= 3
+
+
+def test_evaluate_without_attacks_runs_auto_on_images(tmp_path):
+    import suite
+
+    results = suite.evaluate("builtin:digits-cnn", "builtin:digits", n=8, output=tmp_path / "run")
+    assert list(results.attacks) == ["auto"]
+    entry = results.attacks["auto"]
+    assert [part["attack"] for part in entry.budget["components"]] == ["apgd_ce", "apgd_t"]
+    assert entry.robust_accuracy < results.clean_accuracy  # ε = 8/255 breaks the standard CNN
+
+
+@pytest.mark.parametrize("norm,eps", [("linf", 0.3), ("l2", 0.4)])
+def test_square_runs_on_tiny_inputs(norm, eps):
+    # torchattacks' L2 Square divided by zero on images under 5×5; it now works on a padded
+    # canvas the classifier never sees.
+    pytest.importorskip("torchattacks")
+    examples = _copies(torch.full((1, 1, 2), 0.5), 4)
+    outputs = run_judged(build_attack("square", {"norm": norm, "eps": eps, "queries": 100}), _appendix_model(), examples, 0)
+    assert all(o.adversarial.shape == (1, 1, 2) and o.perturbation <= eps + 1e-6 for o in outputs)
+    if norm == "linf":
+        assert any(o.success for o in outputs)  # (0.8, 0.2) is class 2: a corner the search finds
+
+
+def test_deterministic_option_sets_kernels_and_restores_them():
+    import suite
+    from suite.seeding import deterministic_kernels
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.backends.cuda.matmul.allow_tf32,
+              torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    with deterministic_kernels():
+        assert torch.are_deterministic_algorithms_enabled()
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark) == before
+    # On the CPU the kernels were deterministic already: the same numbers either way.
+    runs = [suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=[{"name": "auto", "steps": 10}], eps=0.01,
+                           n=16, options=suite.RunOptions(deterministic=flag)) for flag in (False, True)]
+    assert runs[0].attacks["auto"].robust_accuracy == runs[1].attacks["auto"].robust_accuracy
+    assert 0 < runs[0].attacks["auto"].robust_accuracy < runs[0].clean_accuracy
