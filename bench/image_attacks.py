@@ -1,6 +1,14 @@
-"""Image-attack benchmark: BETA vs AutoAttack, the cost of a step, and the batch-size effect.
+"""Image-attack benchmark: ``auto`` vs AutoAttack and peers, BETA vs AutoAttack, the cost of a
+step, and the batch-size effect.
 
-Everything is measured in one run, on the same model, examples and seed:
+Everything is measured in one run, on the same models, examples and seed:
+
+0. ``auto`` and ``auto_plus`` against the AutoAttack standard ensemble (official budgets), adv-lib's
+   APGD-T (ranked first on L∞ by AttackBench) and ART's APGD, on ``builtin:digits-cnn`` and the
+   robust built-ins, L∞ and L2: robust accuracy, forward and gradient passes (rows, counted by one
+   wrapper around the model for every attack) and wall time. The peers are optional bench
+   dependencies: ``pip install adversarial-robustness-toolbox`` and ``pip install --no-deps adv-lib``
+   (its ``visdom`` dependency is only for a logger; this script stubs it).
 
 1. Robust accuracy and wall time of BETA against the AutoAttack standard ensemble (official
    budgets, built from torchattacks' components), APGD-CE, and ``torchattacks.AutoAttack`` as
@@ -11,7 +19,8 @@ Everything is measured in one run, on the same model, examples and seed:
 3. PGD success rate at several batch sizes, with the loss summed or averaged, in fp32 and fp16,
    on the built-in model served at temperature 0.5 (a confident model).
 
-    python bench/image_attacks.py --n 40       # about 10 minutes on 2 CPU cores
+    python bench/image_attacks.py --sections peers --peer-n 100
+    python bench/image_attacks.py --sections beta,step,batch --n 40   # about 10 minutes on 2 CPU cores
     python bench/image_attacks.py --n 200 --shipped --json bench-image.json
 """
 
@@ -84,6 +93,7 @@ def beta_vs_autoattack(model, n: int, seed: int, batch_size: int, shipped: bool)
         contenders = {
             "beta": build_attack("beta", {"norm": norm, "eps": eps}),
             "apgd_ce": build_attack("apgd_ce", {"norm": norm, "eps": eps}),
+            "ta_apgd_ce": build_attack("ta_apgd_ce", {"norm": norm, "eps": eps}),
             "autoattack": build_attack("autoattack", {"norm": norm, "eps": eps}),
         }
         results = {}
@@ -108,6 +118,125 @@ def beta_vs_autoattack(model, n: int, seed: int, batch_size: int, shipped: bool)
                 "broken_only_by_it_vs_autoattack": sum(b and not a for a, b in zip(auto_broken, broken)),
                 "missed_vs_autoattack": sum(a and not b for a, b in zip(auto_broken, broken)),
             })
+    return rows
+
+
+# -- auto against AutoAttack and the peers -----------------------------------------------------
+
+#: Per model: the radii of the comparison (mid-range robust accuracy on the robust models).
+PEER_CASES = {
+    "builtin:digits-cnn": {"linf": 0.006, "l2": 0.2},
+    "builtin:digits-cnn-at": {"linf": 0.15, "l2": 1.0},
+    "builtin:digits-cnn-beta-at": {"linf": 0.15, "l2": 1.0},
+}
+
+
+class CountingModule(torch.nn.Module):
+    """The served classifier as an ``nn.Module`` that counts the rows it sees: every attack,
+    ours and the peers', runs on one of these, so forward and gradient passes are counted the
+    same way (a row seen with gradients enabled counts as a forward+backward pass)."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model = model
+        self.anchor = torch.nn.Parameter(torch.empty(0), requires_grad=False)  # peers read the device from it
+        self.forward_rows = 0
+        self.gradient_rows = 0
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        self.forward_rows += len(inputs)
+        grad = torch.is_grad_enabled() and inputs.requires_grad
+        self.gradient_rows += len(inputs) if grad else 0
+        return self.model.logits(inputs, grad=torch.is_grad_enabled())
+
+
+def _peer_runners(norm: str, eps: float, num_classes: int) -> dict:
+    """name → run(module, x, y) returning adversarial inputs, for the peers that are installed."""
+    runners = {}
+    try:
+        import sys
+        import types
+
+        sys.modules.setdefault("visdom", types.ModuleType("visdom"))  # adv-lib imports it for a logger only
+        from adv_lib.attacks.auto_pgd import apgd_targeted
+
+        order = {"linf": float("inf"), "l2": 2.0}[norm]
+        runners["adv-lib apgd_t (9 targets)"] = lambda module, x, y: apgd_targeted(
+            module, x, y, eps=eps, norm=order, n_iter=100, num_targets=min(9, num_classes - 1))
+    except ImportError:
+        print("  (adv-lib not installed: pip install --no-deps adv-lib)")
+    try:
+        import numpy as np
+        from art.attacks.evasion import AutoProjectedGradientDescent
+        from art.estimators.classification import PyTorchClassifier
+
+        def art(loss_type):
+            def run(module, x, y):
+                classifier = PyTorchClassifier(model=module, loss=torch.nn.CrossEntropyLoss(), input_shape=tuple(x.shape[1:]),
+                                               nb_classes=num_classes, clip_values=(0.0, 1.0), device_type="cpu")
+                attack = AutoProjectedGradientDescent(classifier, norm=np.inf if norm == "linf" else 2, eps=eps,
+                                                      eps_step=2 * eps, max_iter=100, nb_random_init=1,
+                                                      batch_size=len(x), loss_type=loss_type, verbose=False)
+                return torch.from_numpy(attack.generate(x.numpy(), y=y.numpy()))
+            return run
+
+        runners["ART apgd (ce)"] = art("cross_entropy")
+        runners["ART apgd (dlr)"] = art("difference_logits_ratio")
+    except ImportError:
+        print("  (ART not installed: pip install adversarial-robustness-toolbox)")
+    return runners
+
+
+def _project(norm: str, eps: float, x: torch.Tensor, adversarial: torch.Tensor) -> torch.Tensor:
+    from suite.attacks.image.norms import NORMS
+
+    return (x + NORMS[norm].project(adversarial - x, eps)).clamp(0.0, 1.0)
+
+
+def auto_vs_peers(n: int, seed: int, batch_size: int, models=tuple(PEER_CASES), ours=("auto", "auto_plus")) -> list[dict]:
+    """Robust accuracy, passes and wall time of ``auto`` against AutoAttack and the peers: same
+    examples, seed and counting, one run. Peers' outputs are projected onto the ε-ball ∩ box
+    (as the suite does with torchattacks') and scored by the served model."""
+    from suite.models.wrap import from_module
+
+    rows = []
+    for spec in models:
+        served = load_model(spec)
+        everything, correct = _examples(served, n, seed)
+        x_all = torch.stack([ex.input for ex in correct])
+        y_all = torch.tensor([ex.label for ex in correct])
+        for norm, eps in PEER_CASES[spec].items():
+            results = {}
+            for name in (*ours, "autoattack"):
+                counting = CountingModule(served)
+                model = from_module(counting, input_size=tuple(x_all.shape[1:]), labels=served.labels,
+                                    device=served.device)
+                outputs, seconds = _timed(build_attack(name, {"norm": norm, "eps": eps}), model, correct, seed, batch_size)
+                results[name] = (_broken(served, correct, outputs), seconds, counting)
+            for name, run in _peer_runners(norm, eps, len(served.labels)).items():
+                counting = CountingModule(served)
+                start = time.perf_counter()
+                broken = []
+                with global_rng_seeded(seed):
+                    for begin in range(0, len(correct), batch_size):
+                        x, y = x_all[begin : begin + batch_size], y_all[begin : begin + batch_size]
+                        adversarial = _project(norm, eps, x, run(counting, x, y).detach())
+                        broken += (served.logits(adversarial).argmax(dim=1) != y).tolist()
+                results[name] = (broken, time.perf_counter() - start, counting)
+            reference_broken, reference_seconds, reference = results["autoattack"]
+            reference_robust = (len(correct) - sum(reference_broken)) / len(everything)
+            for name, (broken, seconds, counting) in results.items():
+                robust = (len(correct) - sum(broken)) / len(everything)
+                rows.append({
+                    "model": spec.removeprefix("builtin:"), "norm": norm, "eps": eps, "attack": name,
+                    "robust_accuracy": robust, "pp_vs_autoattack": 100 * (robust - reference_robust),
+                    "missed_vs_autoattack": sum(a and not b for a, b in zip(reference_broken, broken)),
+                    "forward_rows": counting.forward_rows, "gradient_rows": counting.gradient_rows,
+                    "seconds": seconds, "time_vs_autoattack": seconds / reference_seconds,
+                    "passes_vs_autoattack": counting.forward_rows / max(1, reference.forward_rows),
+                })
+                print(f"  {spec} {norm} {name}: robust {robust:.3f} in {seconds:.1f}s, "
+                      f"{counting.forward_rows} rows ({counting.gradient_rows} with gradients)", flush=True)
     return rows
 
 
@@ -150,6 +279,8 @@ def step_cost(model, seed: int, batch: int = 64) -> list[dict]:
     return [
         {"attack": "pgd_linf", "rows": len(x), "step_seconds": (s := per_step("pgd_linf", {})), "bare_fwd_bwd_seconds": fb_rows,
          "ratio": s / fb_rows},
+        {"attack": "apgd_ce", "rows": len(x), "step_seconds": (s := per_step("apgd_ce", {})),
+         "bare_fwd_bwd_seconds": fb_rows, "ratio": s / fb_rows},
         {"attack": "beta", "rows": len(x) * targets, "step_seconds": (s := per_step("beta", {})),
          "bare_fwd_bwd_seconds": fb_targets, "ratio": s / fb_targets},
     ]
@@ -184,26 +315,37 @@ def _print(title: str, rows: list[dict]) -> None:
         print("| " + " | ".join(cells) + " |")
 
 
+SECTIONS = ("peers", "beta", "step", "batch")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=200, help="examples for BETA vs AutoAttack (default 200)")
+    parser.add_argument("--peer-n", type=int, default=100, help="examples per model for auto vs the peers (default 100)")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"which parts to run (default: {','.join(SECTIONS)})")
     parser.add_argument("--json", help="also write the numbers to this file")
     parser.add_argument("--shipped", action="store_true",
                         help="also time torchattacks.AutoAttack as shipped (10 iterations per component)")
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
     torch.set_num_threads(max(1, torch.get_num_threads()))
     model = load_model("builtin:digits-cnn")
     print(f"device {model.device}, torch threads {torch.get_num_threads()}")
-    report = {
-        "beta_vs_autoattack": beta_vs_autoattack(model, args.n, args.seed, args.batch_size, args.shipped),
-        "step_cost": step_cost(model, args.seed),
-        "batch_size_effect": batch_size_effect(model, args.seed),
-    }
-    _print(f"BETA vs AutoAttack (builtin:digits-cnn, n={args.n}, batch {args.batch_size})", report["beta_vs_autoattack"])
-    _print("Cost of one attack step / one bare forward+backward of the same rows", report["step_cost"])
-    _print("PGD-L∞ success rate by batch size (digits-cnn at T=0.5, ε=0.02, 10 steps)", report["batch_size_effect"])
+    report = {}
+    if "peers" in sections:
+        report["auto_vs_peers"] = auto_vs_peers(args.peer_n, args.seed, args.batch_size)
+        _print(f"auto vs AutoAttack and peers (n={args.peer_n} per model, batch {args.batch_size})", report["auto_vs_peers"])
+    if "beta" in sections:
+        report["beta_vs_autoattack"] = beta_vs_autoattack(model, args.n, args.seed, args.batch_size, args.shipped)
+        _print(f"BETA vs AutoAttack (builtin:digits-cnn, n={args.n}, batch {args.batch_size})", report["beta_vs_autoattack"])
+    if "step" in sections:
+        report["step_cost"] = step_cost(model, args.seed)
+        _print("Cost of one attack step / one bare forward+backward of the same rows", report["step_cost"])
+    if "batch" in sections:
+        report["batch_size_effect"] = batch_size_effect(model, args.seed)
+        _print("PGD-L∞ success rate by batch size (digits-cnn at T=0.5, ε=0.02, 10 steps)", report["batch_size_effect"])
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(report, handle, indent=2)
