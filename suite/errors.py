@@ -45,7 +45,9 @@ def format_validation_error(error, unknown: str = "unknown parameter") -> str:
     """
     parts = []
     for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "value"
+        where = ".".join(str(part) for part in item["loc"])
         message = unknown if item["type"] == "extra_forbidden" else item["msg"]
-        parts.append(f"{where}: {message}")
+        if item["type"] == "value_error":
+            message = message.removeprefix("Value error, ")  # our own validators' words, as written
+        parts.append(f"{where}: {message}" if where else message)
     return "; ".join(parts)

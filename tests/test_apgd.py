@@ -251,3 +251,18 @@ def test_deterministic_option_sets_kernels_and_restores_them():
                            n=16, options=suite.RunOptions(deterministic=flag)) for flag in (False, True)]
     assert runs[0].attacks["auto"].robust_accuracy == runs[1].attacks["auto"].robust_accuracy
     assert 0 < runs[0].attacks["auto"].robust_accuracy < runs[0].clean_accuracy
+
+
+def test_beta_under_l2_uses_apgd_steps_and_refuses_a_learning_rate_there(digits_model, digits_examples):
+    from suite.errors import ConfigError
+
+    assert build_attack("beta", {"norm": "l2"}).budget(10)["optimizer"] == "APGD"
+    assert build_attack("beta").budget(10)["optimizer"] == "RMSprop"
+    with pytest.raises(ConfigError, match="lr does not apply to optimizer APGD"):
+        build_attack("beta", {"norm": "l2", "lr": 0.1})
+    examples = [ex for ex in digits_examples[:40] if int(digits_model.predict(ex.input[None])[0]) == ex.label][:24]
+    apgd = run_judged(build_attack("beta", {"norm": "l2", "eps": 0.2, "steps": 20, "targets": 3}), digits_model, examples, 0)
+    sgd = run_judged(build_attack("beta", {"norm": "l2", "eps": 0.2, "steps": 20, "targets": 3, "optimizer": "SGD"}),
+                     digits_model, examples, 0)
+    assert all(o.perturbation <= 0.2 + 1e-5 for o in apgd)
+    assert sum(o.success for o in apgd) >= sum(o.success for o in sgd) > 0

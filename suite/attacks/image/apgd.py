@@ -131,6 +131,37 @@ class StepSchedule:
         return points, grad
 
 
+def apgd_updater(attack: GradientAttack, steps: int, rho: float = 0.75, momentum: float = 0.75,
+                 schedules: list[StepSchedule] | None = None) -> Callable:
+    """``make_update(origin, start)`` for one restart of ``attack``'s search: Algorithm 1's step
+    (its ε-ball, norm and projection), with a fresh :class:`StepSchedule` per restart (appended to
+    ``schedules`` when given, for inspection). BETA uses it too, for its L2 default."""
+
+    def make_update(origin: torch.Tensor, start: torch.Tensor) -> Callable:
+        schedule = StepSchedule(len(origin), steps, 2 * attack.eps, rho, origin.device)
+        if schedules is not None:
+            schedules.append(schedule)
+        previous = start.clone()
+        shape = (-1,) + (1,) * (origin.dim() - 1)
+
+        def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+            first = schedule.k == 0
+            points, grad = schedule.observe(rows, points, grad, values)
+            size = schedule.eta[rows].view(shape)
+            z = attack._project(points + attack.geometry.step(grad, 1.0) * size, origin[rows])
+            if first:
+                moved = z
+            else:
+                moved = attack._project(points + momentum * (z - points) + (1 - momentum) * (points - previous[rows]),
+                                        origin[rows])
+            previous[rows] = points
+            return moved
+
+        return update
+
+    return make_update
+
+
 class _APGD(GradientAttack):
     """Shared fields and the update rule of the APGD attacks (see the module docstring)."""
 
@@ -179,34 +210,7 @@ class _APGD(GradientAttack):
         }
 
     def _updater(self, steps: int, schedules: list[StepSchedule] | None = None) -> Callable:
-        """``make_update(origin, start)`` for one restart: Algorithm 1's step, with a fresh
-        :class:`StepSchedule` (appended to ``schedules`` when given, for inspection)."""
-
-        def make_update(origin: torch.Tensor, start: torch.Tensor) -> Callable:
-            schedule = StepSchedule(len(origin), steps, 2 * self.eps, self.rho, origin.device)
-            if schedules is not None:
-                schedules.append(schedule)
-            previous = start.clone()
-            shape = (-1,) + (1,) * (origin.dim() - 1)
-
-            def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor,
-                       ) -> torch.Tensor:
-                first = schedule.k == 0
-                points, grad = schedule.observe(rows, points, grad, values)
-                size = schedule.eta[rows].view(shape)
-                z = self._project(points + self.geometry.step(grad, 1.0) * size, origin[rows])
-                if first:
-                    moved = z
-                else:
-                    momentum = points - previous[rows]
-                    moved = self._project(points + self.momentum * (z - points) + (1 - self.momentum) * momentum,
-                                          origin[rows])
-                previous[rows] = points
-                return moved
-
-            return update
-
-        return make_update
+        return apgd_updater(self, steps, self.rho, self.momentum, schedules)
 
     def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
         found = self.find(model, x, y, generators, mode)

@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field, field_validator, model_validator
 
 from suite.attacks.base import register_attack
 from suite.attacks.image.driver import EVALUATION, TRAINING, GradientAttack, SearchMode, top_targets, with_default_eps
+from suite.attacks.image.apgd import apgd_updater
 from suite.attacks.image.norms import NORMS, L2
+
+#: ``optimizer: APGD``: APGD's step-size schedule (Croce & Hein 2020, Alg. 1) on each target's margin.
+APGD_OPTIMIZER = "APGD"
 
 
 @register_attack("beta")
@@ -26,7 +30,9 @@ class BETA(GradientAttack):
     as in the paper) ascending the negative margin M_j(x) = f_j(x) − f_y(x), project after every
     step, and return the perturbation of j* = argmax_j M_j. ``steps`` counts steps per target
     class, as in the paper (their 30-step BETA runs 30 steps for each of the 9 targets).
-    ``optimizer`` is any ``torch.optim`` class name.
+    ``optimizer`` is any ``torch.optim`` class name, or ``APGD``: APGD's step-size schedule
+    (Croce & Hein 2020, Alg. 1: step 2ε halved at checkpoints, momentum, restarts from the best
+    point) on each target's margin.
 
     Threat model ``norm`` (linf, default ε 8/255; l2, default ε 0.5); pixels in [0, 1].
 
@@ -35,8 +41,11 @@ class BETA(GradientAttack):
     L2, RMSprop's per-pixel scaling makes steps sign-like and spreads them over every pixel,
     which wastes an L2 budget (measured on the built-in CNN at ε = 0.2: 50 % of examples broken
     against APGD-CE's 92 %). So under L2 the optimiser gets the L2-normalised gradient, and the
-    default ``optimizer`` is SGD with ``lr`` = 5·ε/steps, a PGD-L2 step on the margin (chosen on
-    the built-in CNN: 2.5·ε/steps broke 32 of 40 examples, 5·ε/steps 37, APGD-CE 37). Targets are attacked in parallel rather than one after another, and an
+    default ``optimizer`` is ``APGD`` (a fixed-length step cannot both cross the ball and settle
+    on its boundary). Measured on the built-in CNN, L2 ε = 0.2, 100 test digits: robust accuracy
+    18 % with SGD at ``lr`` 5·ε/steps (the previous default; also 18 % at 100 steps), 17 % with
+    ``APGD`` at 30 steps and 15 % at 100, against 16 % for ``apgd_t`` (9 targets, 100 steps).
+    SGD still takes ``lr`` (default 5·ε/steps). Targets are attacked in parallel rather than one after another, and an
     example stops once any target succeeds; each target also keeps its best iterate, so M_{j*}
     is the best margin seen rather than the last one.
     """
@@ -50,6 +59,8 @@ class BETA(GradientAttack):
     lr: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     model_config = GradientAttack.model_config | {"populate_by_name": True}
+    #: 2: the L2 default optimiser became APGD's schedule.
+    version: ClassVar[int] = 2
 
     @model_validator(mode="before")
     @classmethod
@@ -59,8 +70,8 @@ class BETA(GradientAttack):
     @field_validator("optimizer")
     @classmethod
     def _known_optimizer(cls, name: str | None) -> str | None:
-        if name is None:
-            return None
+        if name is None or name == APGD_OPTIMIZER:
+            return name
         found = getattr(torch.optim, name, None)
         choices = ", ".join(("RMSprop", "Adam", "SGD", "Adagrad"))
         if not (isinstance(found, type) and issubclass(found, torch.optim.Optimizer)) or name == "Optimizer":
@@ -77,6 +88,12 @@ class BETA(GradientAttack):
                              f"use one such as {choices}") from None
         return name
 
+    @model_validator(mode="after")
+    def _lr_applies(self) -> "BETA":
+        if self.lr is not None and self.optimizer_name == APGD_OPTIMIZER:
+            raise ValueError("lr does not apply to optimizer APGD (its step starts at 2·eps and halves on its own)")
+        return self
+
     @property
     def geometry(self) -> type:
         return NORMS[self.norm_name]
@@ -86,8 +103,8 @@ class BETA(GradientAttack):
 
     @property
     def optimizer_name(self) -> str:
-        """RMSprop under L∞ (the paper); normalised-gradient SGD under L2 (see the class docstring)."""
-        return self.optimizer or ("RMSprop" if self.norm_name == "linf" else "SGD")
+        """RMSprop under L∞ (the paper); APGD's schedule under L2 (see the class docstring)."""
+        return self.optimizer or ("RMSprop" if self.norm_name == "linf" else APGD_OPTIMIZER)
 
     def learning_rate(self, dim: int) -> float:
         if self.lr is not None:
@@ -133,12 +150,17 @@ class BETA(GradientAttack):
 
         return make_update
 
+    def _make_update(self, dim: int) -> Callable:
+        if self.optimizer_name == APGD_OPTIMIZER:
+            return apgd_updater(self, self.steps)
+        return self._updater(self.learning_rate(dim))
+
     def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
         targets = top_targets(model, x, y, self.targets)
         # One clean pass ranks the targets: it counts as a query.
         return self._restarts(
             model, x, y, generators, steps=self.steps, restarts=self.restarts, loss="margin",
-            make_update=self._updater(self.learning_rate(x[0].numel())), targets=targets, queries_spent=1, mode=mode,
+            make_update=self._make_update(x[0].numel()), targets=targets, queries_spent=1, mode=mode,
         )
 
     def target_iterates(self, model, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator],
@@ -155,7 +177,7 @@ class BETA(GradientAttack):
         rows = torch.arange(len(x), device=x.device).repeat_interleave(targets.shape[1])
         origin = x[rows]
         start = self._starts(origin, rows, generators)
-        update = self._updater(self.learning_rate(x[0].numel()))(origin, start)
+        update = self._make_update(x[0].numel())(origin, start)
         search = self._search(model, origin, y[rows], start, self.steps, update, "margin", targets=targets.reshape(-1),
                               groups=rows, batch_rows=len(rows), mode=mode)
         return search.best, targets.reshape(-1), rows
