@@ -1,5 +1,5 @@
 """The shared driver of the suite's own first-order image attacks (one file per family beside it:
-:mod:`.fgm`, :mod:`.pgd`, :mod:`.beta`).
+:mod:`.fgm`, :mod:`.pgd`, :mod:`.beta`, :mod:`.apgd`; the ensembles of :mod:`.auto`).
 
 Inputs are [0, 1] pixels, N×C×H×W; ε is measured in those units. Per-example objectives come
 from :mod:`suite.losses` and are reduced by SUM, so an example's gradient does not depend on the
