@@ -88,3 +88,21 @@ def read_run_description(path: Path) -> dict:
     if not isinstance(found, dict):
         raise ConfigError(f"{str(path)!r} is not a run description; use --overwrite to start over")
     return found
+
+
+def describe_change(previous: dict, current: dict) -> str:
+    """What differs between two run identities, in words (the model's weights, the examples...):
+    evaluation runs and training runs both say it this way."""
+    words = {"weights": "the model's weights changed", "examples": "the evaluated examples changed",
+             "fit_examples": "the adversary's fitting examples changed", "scoring": "the suite's scoring changed",
+             "attack_versions": "an attack's implementation changed"}
+    changed = sorted(key for key in set(previous) | set(current) if previous.get(key) != current.get(key))
+    parts = []
+    for key in changed:
+        if key in words:
+            parts.append(f"{words[key]} ({previous.get(key)!s:.40} then, {current.get(key)!s:.40} now)")
+        elif isinstance(previous.get(key), (dict, list)) or isinstance(current.get(key), (dict, list)):
+            parts.append(f"{key} differs")
+        else:
+            parts.append(f"{key}: {previous.get(key)!s:.40} then, {current.get(key)!s:.40} now")
+    return "; ".join(parts) or "it differs"

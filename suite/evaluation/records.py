@@ -34,7 +34,8 @@ from typing import Any
 
 from suite.errors import ConfigError
 from suite.evaluation.distributed import Processes
-from suite.paths import atomic_write_text, listing, lock_directory, read_run_description, writable_parent
+from suite.paths import (atomic_write_text, describe_change, listing, lock_directory, read_run_description,
+                         writable_parent)
 
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
@@ -274,20 +275,3 @@ def _read(path: Path) -> list[dict[str, Any]]:
 def _is_record(record: Any) -> bool:
     return (isinstance(record, dict) and record.get("kind") in RECORD_KINDS and isinstance(record.get("id"), str)
             and isinstance(record.get("attack", ""), str))
-
-
-def describe_change(previous: dict[str, Any], current: dict[str, Any]) -> str:
-    """What differs between two run identities, in words (the model's weights, the examples...)."""
-    words = {"weights": "the model's weights changed", "examples": "the evaluated examples changed",
-             "fit_examples": "the adversary's fitting examples changed", "scoring": "the suite's scoring changed",
-             "attack_versions": "an attack's implementation changed"}
-    changed = sorted(key for key in set(previous) | set(current) if previous.get(key) != current.get(key))
-    parts = []
-    for key in changed:
-        if key in words:
-            parts.append(f"{words[key]} ({previous.get(key)!s:.40} then, {current.get(key)!s:.40} now)")
-        elif isinstance(previous.get(key), (dict, list)) or isinstance(current.get(key), (dict, list)):
-            parts.append(f"{key} differs")
-        else:
-            parts.append(f"{key}: {previous.get(key)!s:.40} then, {current.get(key)!s:.40} now")
-    return "; ".join(parts) or "it differs"

@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 from suite.errors import ConfigError
-from suite.paths import atomic_write_text, listing, lock_directory, read_run_description, writable_parent
+from suite.paths import (atomic_write_text, describe_change, listing, lock_directory, read_run_description,
+                         writable_parent)
 
 RUN_FILE = "train_run.json"
 STATE_FILE = "state.safetensors"
@@ -63,10 +64,9 @@ class TrainStore:
             return
         previous = read_run_description(run_file)
         if previous != self.identity:
-            changed = sorted(key for key in set(previous) | set(self.identity) if previous.get(key) != self.identity.get(key))
-            what = ", ".join(changed[:4]) or "its description"
-            raise ConfigError(f"{str(self.directory)!r} holds another training run (different {what}); use "
-                              "--overwrite to replace it or choose another --output")
+            raise ConfigError(f"{str(self.directory)!r} holds another training run: "
+                              f"{describe_change(previous, self.identity)}; use --overwrite to replace it or choose "
+                              "another --output")
 
     def open(self, overwrite: bool, wait: bool) -> None:
         """Create and lock the directory; clear it when overwriting; record the identity."""

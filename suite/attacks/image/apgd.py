@@ -44,15 +44,14 @@ How this reads the paper, and where it departs from it or from the official code
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import (EVALUATION, Found, GradientAttack, SearchMode, _on_examples, top_targets,
-                                        with_default_eps)
-from suite.attacks.image.norms import NORMS
+from suite.attacks.image.driver import (EVALUATION, Found, GradientAttack, NormChoiceAttack, SearchMode, _on_examples,
+                                        top_targets)
 from suite.losses import LossName
 
 
@@ -162,32 +161,16 @@ def apgd_updater(attack: GradientAttack, steps: int, rho: float = 0.75, momentum
     return make_update
 
 
-class _APGD(GradientAttack):
+class _APGD(NormChoiceAttack):
     """Shared fields and the update rule of the APGD attacks (see the module docstring)."""
 
-    norm_name: Literal["linf", "l2"] = Field("linf", alias="norm")
-    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
     steps: int = Field(100, ge=1)
     restarts: int = Field(1, ge=1)
     rho: float = Field(0.75, gt=0, le=1)
     momentum: float = Field(0.75, gt=0, le=1)
 
-    model_config = GradientAttack.model_config | {"populate_by_name": True}
-
     _loss: ClassVar[LossName] = "ce"
     _targeted: ClassVar[bool] = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _eps_for_norm(cls, data: Any) -> Any:
-        return with_default_eps(data)
-
-    @property
-    def geometry(self) -> type:
-        return NORMS[self.norm_name]
-
-    def params(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True)
 
     def loss_for(self, num_classes: int | None) -> LossName:
         """The loss run on a model with ``num_classes`` classes (the margin where DLR is undefined)."""

@@ -21,36 +21,19 @@ Where the DLR loss is undefined (fewer than 3 or 4 classes) the APGD components 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from suite.attacks.base import register_attack
 from suite.attacks.image.apgd import APGDCE, APGDDLR, APGDT
-from suite.attacks.image.driver import EVALUATION, Found, GradientAttack, SearchMode, _on_examples, with_default_eps
-from suite.attacks.image.norms import NORMS
+from suite.attacks.image.driver import EVALUATION, Found, NormChoiceAttack, SearchMode, _on_examples
 
 
-class _Ensemble(GradientAttack):
-    norm_name: Literal["linf", "l2"] = Field("linf", alias="norm")
-    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+class _Ensemble(NormChoiceAttack):
     steps: int = Field(100, ge=1)
     targets: int = Field(3, ge=1)
-
-    model_config = GradientAttack.model_config | {"populate_by_name": True}
-
-    @model_validator(mode="before")
-    @classmethod
-    def _eps_for_norm(cls, data: Any) -> Any:
-        return with_default_eps(data)
-
-    @property
-    def geometry(self) -> type:
-        return NORMS[self.norm_name]
-
-    def params(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True)
 
     def components(self) -> list:
         raise NotImplementedError

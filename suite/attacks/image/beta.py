@@ -7,22 +7,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
 from pydantic import Field, field_validator, model_validator
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import EVALUATION, TRAINING, GradientAttack, SearchMode, top_targets, with_default_eps
+from suite.attacks.image.driver import EVALUATION, TRAINING, NormChoiceAttack, SearchMode, top_targets
 from suite.attacks.image.apgd import apgd_updater
-from suite.attacks.image.norms import NORMS, L2
+from suite.attacks.image.norms import L2
 
 #: ``optimizer: APGD``: APGD's step-size schedule (Croce & Hein 2020, Alg. 1) on each target's margin.
 APGD_OPTIMIZER = "APGD"
 
 
 @register_attack("beta")
-class BETA(GradientAttack):
+class BETA(NormChoiceAttack):
     """BETA, the BEst Targeted Attack (Robey et al., ICLR 2024, Algorithm 1).
 
     For every target class j ≠ y (or the ``targets`` most likely ones), start uniformly in the
@@ -50,22 +50,14 @@ class BETA(GradientAttack):
     is the best margin seen rather than the last one.
     """
 
-    norm_name: Literal["linf", "l2"] = Field("linf", alias="norm")
-    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
     steps: int = Field(30, ge=1)
     restarts: int = Field(1, ge=1)
     targets: int | None = Field(None, ge=1)
     optimizer: str | None = None
     lr: float | None = Field(None, gt=0, allow_inf_nan=False)
 
-    model_config = GradientAttack.model_config | {"populate_by_name": True}
     #: 2: the L2 default optimiser became APGD's schedule.
     version: ClassVar[int] = 2
-
-    @model_validator(mode="before")
-    @classmethod
-    def _eps_for_norm(cls, data: Any) -> Any:
-        return with_default_eps(data)
 
     @field_validator("optimizer")
     @classmethod
@@ -93,13 +85,6 @@ class BETA(GradientAttack):
         if self.lr is not None and self.optimizer_name == APGD_OPTIMIZER:
             raise ValueError("lr does not apply to optimizer APGD (its step starts at 2·eps and halves on its own)")
         return self
-
-    @property
-    def geometry(self) -> type:
-        return NORMS[self.norm_name]
-
-    def params(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True)
 
     @property
     def optimizer_name(self) -> str:

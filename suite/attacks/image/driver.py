@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from suite.attacks.base import Attack, AttackOutput, Threat
-from suite.attacks.image.norms import Linf
+from suite.attacks.image.norms import NORMS, Linf
 from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
 from suite.models.base import Classifier
@@ -325,6 +325,28 @@ class GradientAttack(Attack):
             return self._project(points + self.geometry.step(grad, alpha), x[rows])
 
         return update
+
+
+class NormChoiceAttack(GradientAttack):
+    """A gradient attack whose threat model is a parameter: ``norm`` linf (default ε 8/255) or
+    l2 (default ε 0.5, :data:`DEFAULT_EPS`). Recorded params name it ``norm``."""
+
+    norm_name: Literal["linf", "l2"] = Field("linf", alias="norm")
+    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+
+    model_config = GradientAttack.model_config | {"populate_by_name": True}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _eps_for_norm(cls, data: Any) -> Any:
+        return with_default_eps(data)
+
+    @property
+    def geometry(self) -> type:
+        return NORMS[self.norm_name]
+
+    def params(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True)
 
 
 def top_targets(model: Classifier, x: torch.Tensor, y: torch.Tensor, k: int | None) -> torch.Tensor:
