@@ -247,7 +247,7 @@ def test_deterministic_option_sets_kernels_and_restores_them():
     assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cuda.matmul.allow_tf32,
             torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark) == before
     # On the CPU the kernels were deterministic already: the same numbers either way.
-    runs = [suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=[{"name": "auto", "steps": 10}], eps=0.01,
+    runs = [suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=[{"name": "auto", "steps": 10, "target_steps": 5}], eps=0.01,
                            n=16, options=suite.RunOptions(deterministic=flag)) for flag in (False, True)]
     assert runs[0].attacks["auto"].robust_accuracy == runs[1].attacks["auto"].robust_accuracy
     assert 0 < runs[0].attacks["auto"].robust_accuracy < runs[0].clean_accuracy
@@ -266,3 +266,25 @@ def test_beta_under_l2_uses_apgd_steps_and_refuses_a_learning_rate_there(digits_
                      digits_model, examples, 0)
     assert all(o.perturbation <= 0.2 + 1e-5 for o in apgd)
     assert sum(o.success for o in apgd) >= sum(o.success for o in sgd) > 0
+
+
+def test_linear_ranking_targets_the_nearest_boundary_not_the_likeliest_class():
+    # At x = (0.5, 0.5): z = (2, 1.55, 1). Class 1 is likelier, but its boundary is 0.45/0.1 = 4.5
+    # away in L∞ (dual L1), class 2's 1/10 = 0.1 (L2: 0.45/0.1 and 1/7.07).
+    from suite.attacks.image.apgd import linear_targets
+    from suite.attacks.image.driver import top_targets
+
+    model = _Linear([[0.0, 0.0], [-0.1, 0.0], [5.0, 5.0]], [2.0, 1.6, -4.0], (1, 1, 2))
+    x, y = torch.full((3, 1, 1, 2), 0.5), torch.zeros(3, dtype=torch.long)
+    assert top_targets(model, x, y, 2).tolist() == [[1, 2]] * 3
+    assert linear_targets(model, x, y, 2, dual=1).tolist() == [[2, 1]] * 3
+    assert linear_targets(model, x, y, 1, dual=2).tolist() == [[2]] * 3
+    assert linear_targets(model, x[:1], y[:1], 2, dual=1).tolist() == [[2, 1]]  # per example
+    # One target and an L∞ budget of 0.12, which reaches class 2's boundary (0.1 away) and not
+    # class 1's (4.5): the linear ranking breaks every example; the logit ranking pushes x₁ down
+    # towards class 1, away from class 2, and breaks none.
+    examples = _copies(torch.full((1, 1, 2), 0.5), 4)
+    for ranking, breaks in (("linear", True), ("logit", False)):
+        attack = build_attack("apgd_t", {"eps": 0.12, "steps": 10, "targets": 1, "ranking": ranking})
+        assert attack.budget(3)["ranking"] == ranking
+        assert all(o.success == breaks for o in run_judged(attack, model, examples, seed=0))

@@ -46,13 +46,21 @@ def _limited(task, limit: int):
 
 def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int | None = None,
                log_samples: bool = False, wait: bool = False, deterministic: bool = False) -> list:
-    from suite.cli.common import print_report
-    from suite.evaluation.options import RunOptions
     from suite.evaluation.recipe import load_recipe
     from suite.evaluation.recipes_dir import resolve_recipe
+
+    return run_loaded(load_recipe(resolve_recipe(recipe_ref)), output, overwrite, limit, log_samples, wait,
+                      deterministic)
+
+
+def run_loaded(recipe, output: Path | None, overwrite: bool, limit: int | None = None, log_samples: bool = False,
+               wait: bool = False, deterministic: bool = False) -> list:
+    """Run a validated :class:`~suite.evaluation.recipe.Recipe`; print its report (and its study
+    table, for a batch-size sweep)."""
+    from suite.cli.common import print_report
+    from suite.evaluation.options import RunOptions
     from suite.evaluation.tasks import run_tasks
 
-    recipe = load_recipe(resolve_recipe(recipe_ref))
     output = output or Path("runs") / (recipe.name if limit is None else f"{recipe.name}-limit{limit}")
     tasks = recipe.expanded_tasks()
     if limit is not None:
@@ -72,7 +80,7 @@ def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int
     if recipe.sweep is not None and recipe.sweep.batch_size:
         from suite.report.study import study_rows, study_table, write_study
 
-        rows = study_rows(results)
+        rows = study_rows(results, recipe.sweep)
         print(f"\n{study_table(rows)}")
         csv_path, png_path = write_study(rows, output, title=f"{recipe.name}: success rate vs batch size")
         print(f"\nstudy: {csv_path}, {png_path}")

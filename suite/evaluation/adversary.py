@@ -94,7 +94,7 @@ def _opt_search(prepared: PreparedTask, key: str, attack: Attack, pool: Sequence
         shard = processes.shard(targets)
         for start in range(0, len(shard), prepared.batch_size):
             batch = shard[start : start + prepared.batch_size]
-            outputs = attack.run(view, [ex for ex, _ in batch], prepared.seed)
+            outputs = attack.run(view, [ex for ex, _ in batch], prepared.attack_seed)
             robust += sum(score_output(prepared.model, ex, out, correct)["robust"]
                           for (ex, correct), out in zip(batch, outputs))
         # Every process gets the same total, so all follow the same Brent path.

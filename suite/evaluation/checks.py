@@ -14,7 +14,7 @@ import torch
 
 from suite.attacks import Attack
 from suite.data.base import Example
-from suite.losses import cross_entropy
+from suite.losses import cross_entropy, reduce_loss
 from suite.models.base import Classifier
 
 if TYPE_CHECKING:
@@ -85,13 +85,16 @@ def check_black_box(attacks: Mapping[str, Attack], metrics: Mapping[str, Mapping
 
 
 def check_reduction(model: Classifier, attacks: Mapping[str, Attack], examples: Sequence[Example], seed: int) -> list[str]:
-    """Warn when mean- and sum-reduced versions of an attack decide one batch differently.
+    """Warn when averaging the loss over a batch would change a gradient attack's steps.
 
-    Runs the first gradient attack twice on one batch of at most :data:`CHECK_EXAMPLES`
-    examples, once with each reduction. A sum-reduced loss gives every example its own gradient;
-    a different outcome under the mean means the per-example gradients are so small that the
-    1/N factor changes them (Redgrave & Crum): the numbers then depend on the batch size and, in
-    low precision, on underflow.
+    Takes the cross-entropy gradient of one batch of at most :data:`CHECK_EXAMPLES` examples at
+    the clean inputs, in the precision of the first gradient attack, reduced once by sum and once
+    by mean, and compares that attack's step directions (its sign or normalised-gradient rule)
+    example by example. A sum gives every example its own gradient; a step that changes under the
+    1/N of a mean means the gradients are near underflow (Redgrave & Crum): with a mean loss the
+    results would depend on the batch size. Two gradient passes: the check does not rerun an
+    attack (with ``auto``, the default, that would cost more than a small evaluation). ``seed``
+    is unused: the check draws no random numbers.
     """
     if not examples:
         return []
@@ -106,21 +109,32 @@ def check_reduction(model: Classifier, attacks: Mapping[str, Attack], examples: 
     if summed_attacks:
         # One gradient attack is enough to see the scale of the model's gradients.
         name, attack = summed_attacks[0]
-        summed = _broken(model, batch, attack.run(model, batch, seed))
-        meaned = _broken(model, batch, attack.model_copy(update={"reduction": "mean"}).run(model, batch, seed))
-        differ = sum(a != b for a, b in zip(summed, meaned))
-        if differ:
-            warnings.append(f"attack {name!r}: sum- and mean-reduced losses decide {differ} of {len(batch)} examples "
-                            f"differently at batch size {len(batch)}: gradients are near underflow "
+        changed = _steps_changed_by_mean(model, attack, batch)
+        if changed:
+            warnings.append(f"attack {name!r}: averaging the loss over a batch of {len(batch)} changes the step "
+                            f"direction of {changed} of {len(batch)} examples: gradients are near underflow "
                             f"(precision {attack.precision}); results would depend on the batch size with a mean loss")
     return warnings
 
 
-def _broken(model: Classifier, examples: Sequence[Example], outputs) -> list[bool]:
-    """Whether the served model misclassifies each adversarial input (the one scoring path)."""
-    from suite.evaluation.scoring import score_outputs
+def _steps_changed_by_mean(model: Classifier, attack: Attack, batch: Sequence[Example]) -> int:
+    """How many examples of ``batch`` take a different step (cosine < 0.99, or zero against
+    non-zero) when ``attack``'s step rule is fed the mean-reduced instead of the summed gradient."""
+    from suite.attacks.image.driver import autocast
 
-    return [score["robust"] < 1.0 for score in score_outputs(model, examples, outputs)]
+    x = torch.stack([ex.input for ex in batch]).to(model.device, torch.float32)
+    y = torch.tensor([ex.label for ex in batch], device=model.device)
+    steps = []
+    for reduction in ("sum", "mean"):
+        inputs = x.clone().requires_grad_(True)
+        with autocast(model.device, attack.precision):
+            logits = model.logits(inputs, grad=True)
+        (grad,) = torch.autograd.grad(reduce_loss(cross_entropy(logits, y), reduction, len(batch)), inputs)
+        steps.append(attack.geometry.step(grad.float(), 1.0).flatten(1))
+    zero = [step.abs().sum(dim=1) == 0 for step in steps]
+    cosine = torch.nn.functional.cosine_similarity(steps[0], steps[1], dim=1, eps=1e-30)
+    changed = (zero[0] != zero[1]) | (~zero[0] & ~zero[1] & (cosine < 0.99))
+    return int(changed.sum())
 
 
 def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accuracy: Mapping[str, float]) -> list[str]:
@@ -137,7 +151,7 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
         *check_zero_gradients(model, correct),
         *check_black_box({name: attack for name, attack in attacks.items() if name in metrics}, metrics),
-        *check_reduction(model, attacks, correct, prepared.seed),
+        *check_reduction(model, attacks, correct, prepared.attack_seed),
     ]
     for warning in warnings:
         logger.warning("%s: %s", prepared.name, warning)

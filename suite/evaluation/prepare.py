@@ -65,7 +65,13 @@ class PreparedTask:
 
     @property
     def seed(self) -> int:
+        """The run seed (the dataset subsample)."""
         return self.options.seed
+
+    @property
+    def attack_seed(self) -> int:
+        """The seed of every attack's per-example randomness: the task's, else the run seed."""
+        return self.seed if self.config.attack_seed is None else self.config.attack_seed
 
     @property
     def batch_size(self) -> int:

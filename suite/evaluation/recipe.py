@@ -151,6 +151,10 @@ class TaskConfig(BaseModel):
     batch_size: int | None = Field(None, gt=0)
     #: Adversary temperatures for text attacks; unset: :data:`DEFAULT_TEXT_ADVERSARY` for text.
     adversary: AdversaryConfig | None = None
+    #: Seed of the attacks' per-example randomness (random starts, sampled words); unset: the
+    #: run seed. The dataset subsample always follows the run seed, so the replicates of a seed
+    #: sweep attack the same examples.
+    attack_seed: int | None = Field(None, ge=0)
 
     @field_validator("model", mode="before")
     @classmethod
@@ -170,9 +174,12 @@ class TaskConfig(BaseModel):
 
     def identity(self, seed: int) -> dict[str, Any]:
         """Everything that determines this task's results (batch size does not)."""
-        # allow_pickle decides only whether a file may be read, not what the numbers are.
-        return {"seed": seed, **self.model_dump(mode="json", exclude={"batch_size": True, "name": True,
-                                                                      "model": {"allow_pickle"}})}
+        # allow_pickle decides only whether a file may be read, not what the numbers are. An
+        # unset attack_seed is left out, so tasks written before it existed keep their identity.
+        exclude = {"batch_size": True, "name": True, "model": {"allow_pickle"}}
+        if self.attack_seed is None:
+            exclude["attack_seed"] = True
+        return {"seed": seed, **self.model_dump(mode="json", exclude=exclude)}
 
     def fingerprint(self, seed: int) -> str:
         return hashlib.sha256(json.dumps(self.identity(seed), sort_keys=True).encode()).hexdigest()[:16]
@@ -181,23 +188,26 @@ class TaskConfig(BaseModel):
 class Sweep(BaseModel):
     """A grid a recipe runs every task over (the mini-batch study uses it).
 
-    Each batch size gives a copy of every task, named ``<task>-bs<size>``. Each combination of
-    ``params`` values gives a copy of every attack, labelled ``<attack>-<value>-<value>...``
-    (for example ``pgd_l2-mean-fp16``).
+    Each batch size gives a copy of every task, named ``<task>-bs<size>``; each of ``seeds``
+    gives a replicate of it with that ``attack_seed``, named ``<task>-bs<size>-s<seed>`` (the
+    study reports their mean and spread). Each combination of ``params`` values gives a copy of
+    every attack, labelled ``<attack>-<value>-<value>...`` (for example ``pgd_l2-mean-fp16``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     batch_size: tuple[int, ...] = ()
+    seeds: tuple[int, ...] = ()
     params: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
     def _not_empty(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "batch_size" in data and not data["batch_size"]:
-            raise ValueError("sweep batch_size lists no batch size (remove it, or list at least one)")
-        if isinstance(data, dict) and not data.get("batch_size") and not data.get("params"):
-            raise ValueError("a sweep needs batch_size or params to sweep over")
+        for axis in ("batch_size", "seeds"):
+            if isinstance(data, dict) and axis in data and not data[axis]:
+                raise ValueError(f"sweep {axis} lists nothing (remove it, or list at least one value)")
+        if isinstance(data, dict) and not any(data.get(axis) for axis in ("batch_size", "seeds", "params")):
+            raise ValueError("a sweep needs batch_size, seeds or params to sweep over")
         return data
 
     @field_validator("batch_size")
@@ -207,6 +217,14 @@ class Sweep(BaseModel):
             raise ValueError("batch sizes must be positive")
         _refuse_repeats([str(size) for size in sizes], "batch size listed twice")
         return sizes
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: tuple[int, ...]) -> tuple[int, ...]:
+        if any(seed < 0 for seed in seeds):
+            raise ValueError("seeds must be non-negative")
+        _refuse_repeats([str(seed) for seed in seeds], "seed listed twice")
+        return seeds
 
     @field_validator("params")
     @classmethod
@@ -227,11 +245,14 @@ class Sweep(BaseModel):
                 params = {**attack.params, **dict(zip(self.params, combo))}
                 attacks.append(attack.model_copy(update={"params": params, "label": label}))
         expanded = task.model_copy(update={"attacks": tuple(attacks)}) if self.params else task
-        if not self.batch_size:
-            return [expanded]
-        return [
-            expanded.model_copy(update={"name": f"{task.name}-bs{size}", "batch_size": size}) for size in self.batch_size
-        ]
+        copies = [expanded]
+        if self.batch_size:
+            copies = [expanded.model_copy(update={"name": f"{task.name}-bs{size}", "batch_size": size})
+                      for size in self.batch_size]
+        if self.seeds:
+            copies = [copy.model_copy(update={"name": f"{copy.name}-s{seed}", "attack_seed": seed})
+                      for copy in copies for seed in self.seeds]
+        return copies
 
 
 class Recipe(BaseModel):

@@ -102,7 +102,7 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, temperature: float) -> 
     with progress_bar(len(pending), run.key, unit="ex") as progress:
         for start in range(0, len(pending), prepared.batch_size):
             batch = pending[start : start + prepared.batch_size]
-            outputs = run.attack.run(view, batch, prepared.seed)
+            outputs = run.attack.run(view, batch, prepared.attack_seed)
             if prepared.options.log_samples and store.directory is not None:
                 from suite.report.samples import save_adversarial
 

@@ -44,7 +44,7 @@ How this reads the paper, and where it departs from it or from the official code
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
@@ -244,13 +244,22 @@ class APGDT(_APGD):
     _targeted: ClassVar[bool] = True
 
     targets: int = Field(9, ge=1)
+    #: How the targets are chosen: ``logit`` (AutoAttack's), the most likely wrong classes; or
+    #: ``linear`` (:func:`linear_targets`), the nearest decision boundaries of the linearised model.
+    ranking: Literal["logit", "linear"] = "logit"
 
     def _rows(self, num_classes: int | None) -> int | None:
         return self.targets if num_classes is None else min(self.targets, num_classes - 1)
 
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        return {**super().budget(num_classes), "ranking": self.ranking}
+
     def find(self, model, x, y, generators, mode: SearchMode = EVALUATION) -> Found:
         loss = self.loss_for(len(model.labels))
-        targets = top_targets(model, x, y, self.targets)
+        if self.ranking == "linear":
+            targets = linear_targets(model, x, y, self.targets, dual=1 if self.threat_norm.name == "linf" else 2)
+        else:
+            targets = top_targets(model, x, y, self.targets)
         found = Found(x.clone(), y.clone(), torch.full((len(x),), float("-inf"), device=x.device),
                       torch.ones(len(x), dtype=torch.long, device=x.device))  # the clean pass ranking the targets
         for rank in range(targets.shape[1]):
@@ -272,3 +281,32 @@ class APGDT(_APGD):
             found.values[kept] = result.values[better]
             found.queries[todo] += result.queries
         return found
+
+
+def linear_targets(model, x: torch.Tensor, y: torch.Tensor, k: int, dual: float, pool: int = 20) -> torch.Tensor:
+    """The k wrong classes with the nearest decision boundary of the model linearised at x, N×k,
+    nearest first.
+
+    MALT (Melamed, Yehudai & Shamir, "MALT Powers Up Adversarial Attacks", NeurIPS 2024) ranks
+    targets by the distance (z_y − z_t)/‖∇ₓ(z_y − z_t)‖_* to the linearised boundary, with ‖·‖_*
+    the dual norm of the threat (L1 for L∞, L2 for L2), instead of by the logit z_t: a class
+    that is unlikely but close along the gradient gets attacked early. Candidates are the
+    ``pool`` most likely wrong classes, so the cost is one forward pass and ``pool`` backward
+    passes per example whatever the number of classes. Deviation: MALT's candidate pool and
+    its use of the ranking inside its own attack are not reproduced; here the ranking only
+    orders APGD-T's targets. Each example's gradient is its own (summed), so the ranking does
+    not depend on the batch.
+    """
+    inputs = x.clone().requires_grad_(True)
+    logits = model.logits(inputs, grad=True).float()
+    classes = logits.shape[1]
+    others = logits.detach().scatter(1, y.view(-1, 1), float("-inf"))
+    candidates = others.argsort(dim=1, descending=True, stable=True)[:, : min(pool, classes - 1)]
+    true = logits.gather(1, y.view(-1, 1)).squeeze(1)
+    distances = []
+    for column in range(candidates.shape[1]):
+        gap = true - logits.gather(1, candidates[:, column : column + 1]).squeeze(1)
+        (grad,) = torch.autograd.grad(gap.sum(), inputs, retain_graph=column < candidates.shape[1] - 1)
+        distances.append(gap.detach() / grad.flatten(1).norm(p=dual, dim=1).clamp_min(1e-12))
+    order = torch.stack(distances, dim=1).argsort(dim=1, stable=True)
+    return candidates.gather(1, order[:, : min(k, classes - 1)])

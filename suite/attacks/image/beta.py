@@ -15,7 +15,6 @@ from pydantic import Field, field_validator, model_validator
 from suite.attacks.base import register_attack
 from suite.attacks.image.driver import EVALUATION, TRAINING, NormChoiceAttack, SearchMode, top_targets
 from suite.attacks.image.apgd import apgd_updater
-from suite.attacks.image.norms import L2
 
 #: ``optimizer: APGD``: APGD's step-size schedule (Croce & Hein 2020, Alg. 1) on each target's margin.
 APGD_OPTIMIZER = "APGD"
@@ -121,7 +120,7 @@ class BETA(NormChoiceAttack):
             def update(live: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor,
                        ) -> torch.Tensor:
                 if self.norm_name == "l2":
-                    grad = L2.step(grad, 1.0)  # unit L2 direction per row
+                    grad = self.geometry.step(grad, 1.0)  # unit L2 direction per row
                 # Optimisers minimise: hand them −∇M_j. Rows not moving get a zero gradient.
                 full = torch.zeros_like(delta)
                 full[live] = -grad.to(delta.dtype)

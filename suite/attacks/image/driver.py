@@ -30,7 +30,7 @@ import torch
 from pydantic import Field, model_validator
 
 from suite.attacks.base import Attack, AttackOutput, Threat
-from suite.attacks.image.norms import NORMS, Linf
+from suite.attacks.image.norms import L2, NORMS, L2Floored, Linf
 from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
 from suite.models.base import Classifier
@@ -131,6 +131,10 @@ class GradientAttack(Attack):
         eps: Radius of the threat model's ball, in [0, 1] pixel units.
         precision: ``fp32`` (default), or ``fp16`` / ``bf16`` autocast for the search.
         reduction: ``sum`` (default). ``mean`` exists only for the mini-batch study.
+        l2_step: ``rescaled`` (default): an L2 step normalises the gradient after rescaling it
+            by its largest entry, so its length never depends on the gradient's scale.
+            ``floored`` (:class:`~.norms.L2Floored`, L2 attacks only) is the mini-batch paper's
+            g/√max(1e-12, Σg²), which shrinks the step of a tiny gradient: for its study only.
     """
 
     modality: ClassVar[str] = "image"
@@ -139,10 +143,24 @@ class GradientAttack(Attack):
     eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
     precision: Precision = "fp32"
     reduction: Reduction = "sum"
+    l2_step: Literal["rescaled", "floored"] = "rescaled"
+
+    @model_validator(mode="after")
+    def _l2_step_on_l2(self) -> GradientAttack:
+        if self.l2_step != "rescaled" and self.threat_norm is not L2:
+            raise ValueError(f"l2_step: {self.l2_step} applies to L2 attacks only "
+                             f"(this one is {self.threat_norm.name})")
+        return self
+
+    @property
+    def threat_norm(self) -> type:
+        """The norm of the threat model (:mod:`.norms`)."""
+        return self.norm
 
     @property
     def geometry(self) -> type:
-        return self.norm
+        """The threat model's geometry, with the ``l2_step`` rule."""
+        return L2Floored if self.l2_step == "floored" else self.threat_norm
 
     @property
     def threat(self) -> Threat:
@@ -342,7 +360,7 @@ class NormChoiceAttack(GradientAttack):
         return with_default_eps(data)
 
     @property
-    def geometry(self) -> type:
+    def threat_norm(self) -> type:
         return NORMS[self.norm_name]
 
     def params(self) -> dict[str, Any]:

@@ -73,5 +73,21 @@ class L2:
         return delta.flatten(1).norm(dim=1)
 
 
+class L2Floored(L2):
+    """L2 with the mini-batch paper's normalisation, for its study only (``l2_step: floored``).
+
+    Redgrave & Crum, eq. 2, normalise by ‖g‖₂ as TensorFlow code does (cleverhans'
+    ``optimize_linear``): g / √max(1e-12, Σg²), with no rescaling first. A gradient whose norm is
+    under 1e-6 then gives a step shorter than ``size``, and a mean-reduced loss divides every
+    example's gradient by the batch size: the step collapses for confident examples in large
+    batches, in fp32 too. :class:`L2` rescales first, so its step always has length ``size``.
+    """
+
+    @staticmethod
+    def step(grad: torch.Tensor, size: float) -> torch.Tensor:
+        squares = grad.flatten(1).pow(2).sum(dim=1).clamp_min(1e-12)
+        return size * grad / _per_example(squares.sqrt())
+
+
 #: Threat models by the name recorded in results.
 NORMS: dict[str, type] = {"linf": Linf, "l2": L2}
