@@ -80,7 +80,7 @@ def run_loaded(recipe, output: Path | None, overwrite: bool, limit: int | None =
     if recipe.sweep is not None and recipe.sweep.batch_size:
         from suite.report.study import study_rows, study_table, write_study
 
-        rows = study_rows(results, recipe.sweep)
+        rows = study_rows(results, recipe.sweep.params)
         print(f"\n{study_table(rows)}")
         csv_path, png_path = write_study(rows, output, title=f"{recipe.name}: success rate vs batch size")
         print(f"\nstudy: {csv_path}, {png_path}")

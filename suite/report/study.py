@@ -14,15 +14,12 @@ import io
 import itertools
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from suite.paths import atomic_write_text
 from suite.report.results import Results
-
-if TYPE_CHECKING:
-    from suite.evaluation.recipe import Sweep
 
 
 def _base_task(result: Results, seed: int | None) -> str:
@@ -42,11 +39,12 @@ def _split_label(label: str, combos: Sequence[str]) -> tuple[str, str]:
     return label, ""
 
 
-def study_rows(results: Sequence[Results], sweep: Sweep | None = None) -> list[dict[str, object]]:
+def study_rows(results: Sequence[Results], swept: Mapping[str, Sequence[Any]] | None = None) -> list[dict[str, object]]:
     """One row per (task, batch size, attack label, attack seed), sorted. With the recipe's
-    ``sweep``, ``config`` and ``setting`` split a label such as ``pgd_l2-mean-fp16`` into the
-    attack as the recipe lists it (``pgd_l2``) and the swept values (``mean-fp16``)."""
-    combos = [] if sweep is None else ["-".join(map(str, combo)) for combo in itertools.product(*sweep.params.values())]
+    swept ``params`` (``Sweep.params``), ``config`` and ``setting`` split a label such as
+    ``pgd_l2-mean-fp16`` into the attack as the recipe lists it (``pgd_l2``) and the swept values
+    (``mean-fp16``)."""
+    combos = ["-".join(map(str, combo)) for combo in itertools.product(*(swept or {}).values())] if swept else []
     combos.sort(key=len, reverse=True)
     rows = []
     for result in results:
