@@ -90,6 +90,25 @@ def read_run_description(path: Path) -> dict:
     return found
 
 
+def check_run_directory(directory: Path, run_file: Path, identity: dict, *, foreign: str, replaces: str,
+                        another: str) -> None:
+    """Refuse an output ``directory`` that holds files but no ``run_file`` (``foreign`` says whose
+    files, ``replaces`` what --overwrite would replace), or another run's identity (``another``
+    names it). Evaluation and training runs both check their output this way."""
+    from suite.errors import ConfigError
+
+    if not run_file.exists():
+        listed = listing(directory)
+        if listed:
+            raise ConfigError(f"{str(directory)!r} holds {foreign} ({listed}); choose an empty or new --output, "
+                              f"or pass --overwrite (it replaces only {replaces})")
+        return
+    previous = read_run_description(run_file)
+    if previous != identity:
+        raise ConfigError(f"{str(directory)!r} holds {another}: {describe_change(previous, identity)}; "
+                          "use --overwrite to replace it or choose another --output")
+
+
 def describe_change(previous: dict, current: dict) -> str:
     """What differs between two run identities, in words (the model's weights, the examples...):
     evaluation runs and training runs both say it this way."""

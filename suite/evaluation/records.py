@@ -34,8 +34,7 @@ from typing import Any
 
 from suite.errors import ConfigError
 from suite.evaluation.distributed import Processes
-from suite.paths import (atomic_write_text, describe_change, listing, lock_directory, read_run_description,
-                         writable_parent)
+from suite.paths import atomic_write_text, check_run_directory, lock_directory, writable_parent
 
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
@@ -112,15 +111,8 @@ class RecordStore:
             if self._files():
                 raise ConfigError(f"{str(directory)!r} holds records of an unknown run (no {RUN_FILE}); "
                                   "use --overwrite to start over or choose another --output")
-            listed = listing(directory)
-            if listed:
-                raise ConfigError(f"{str(directory)!r} holds files advsuite did not write ({listed}); choose an empty "
-                                  "or new --output, or pass --overwrite (it replaces only the files advsuite writes)")
-            return
-        previous = read_run_description(run_file)
-        if previous != self.identity:
-            raise ConfigError(f"{str(directory)!r} holds another run: {describe_change(previous, self.identity)}; "
-                              "use --overwrite to replace it or choose another --output")
+        check_run_directory(directory, run_file, self.identity, foreign="files advsuite did not write",
+                            replaces="the files advsuite writes", another="another run")
 
     def _files(self) -> list[Path]:
         """Every record file in the directory: the merged one and any per-process ones."""

@@ -27,8 +27,7 @@ from typing import Any
 import torch
 
 from suite.errors import ConfigError
-from suite.paths import (atomic_write_text, describe_change, listing, lock_directory, read_run_description,
-                         writable_parent)
+from suite.paths import atomic_write_text, check_run_directory, lock_directory, writable_parent
 
 RUN_FILE = "train_run.json"
 STATE_FILE = "state.safetensors"
@@ -55,18 +54,9 @@ class TrainStore:
             self._verify()
 
     def _verify(self) -> None:
-        run_file = self.directory / RUN_FILE
-        if not run_file.exists():
-            listed = listing(self.directory)
-            if listed:
-                raise ConfigError(f"{str(self.directory)!r} holds files of no training run ({listed}); choose an "
-                                  "empty or new --output, or pass --overwrite (it replaces only what training writes)")
-            return
-        previous = read_run_description(run_file)
-        if previous != self.identity:
-            raise ConfigError(f"{str(self.directory)!r} holds another training run: "
-                              f"{describe_change(previous, self.identity)}; use --overwrite to replace it or choose "
-                              "another --output")
+        check_run_directory(self.directory, self.directory / RUN_FILE, self.identity,
+                            foreign="files of no training run", replaces="what training writes",
+                            another="another training run")
 
     def open(self, overwrite: bool, wait: bool) -> None:
         """Create and lock the directory; clear it when overwriting; record the identity."""
