@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from suite.attacks.base import ATTACKS, Attack, AttackOutput, InfeasibleError, Threat, build_attack
 from suite.attacks.image import apgd as _apgd  # noqa: F401  (registers apgd_ce, apgd_dlr, apgd_t)
+from suite.attacks.image import arc as _arc  # noqa: F401  (registers arc)
 from suite.attacks.image import auto as _auto  # noqa: F401  (registers auto, auto_plus)
 from suite.attacks.image import baselines as _baselines  # noqa: F401  (registers ta_apgd_*, fab_t, square, autoattack)
 from suite.attacks.image import beta as _beta  # noqa: F401  (registers beta)
 from suite.attacks.image import fgm as _fgm  # noqa: F401  (registers fgm_*)
 from suite.attacks.image import pgd as _pgd  # noqa: F401  (registers pgd_*, pgd_t_*)
+from suite.attacks.image import rec as _rec  # noqa: F401  (registers apgd_rec, apgd_rec_logits, pgd_member)
 from suite.attacks.text import recipes as _recipes  # noqa: F401  (registers the TextAttack recipes)
 from suite.attacks.text import transfer as _transfer  # noqa: F401  (registers transfer)
 

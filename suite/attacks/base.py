@@ -124,6 +124,11 @@ class Attack(BaseModel):
         """
         raise NotImplementedError
 
+    def check_model(self, model: Classifier) -> None:
+        """Raise a one-line :class:`~suite.errors.ConfigError` if the attack cannot run on
+        ``model`` (the REC attacks need a randomized ensemble). Checked before anything runs;
+        nothing by default."""
+
     def check_resources(self) -> None:
         """Raise a one-line :class:`~suite.errors.ResourceMissingError` if something the attack
         needs on disk is missing (before anything runs). Nothing by default."""

@@ -30,11 +30,12 @@ def check_names(task) -> None:
     from suite.errors import UnknownNameError
     from suite.models.registry import BUILTIN_MODELS, MODEL_SCHEMES
 
-    scheme, _, name = task.model.spec.partition(":")  # ModelConfig has checked both are there
-    if scheme not in MODEL_SCHEMES:
-        raise UnknownNameError(f"task {task.name!r}: {MODEL_SCHEMES.unknown_message(scheme)}")
-    if scheme == "builtin" and name not in BUILTIN_MODELS:
-        raise UnknownNameError(f"task {task.name!r}: {BUILTIN_MODELS.unknown_message(name)}")
+    for model in (task.model, *(task.model.members or ())):  # an ensemble's members too
+        scheme, _, name = model.spec.partition(":")  # ModelConfig has checked both are there
+        if scheme not in MODEL_SCHEMES:
+            raise UnknownNameError(f"task {task.name!r}: {MODEL_SCHEMES.unknown_message(scheme)}")
+        if scheme == "builtin" and name not in BUILTIN_MODELS:
+            raise UnknownNameError(f"task {task.name!r}: {BUILTIN_MODELS.unknown_message(name)}")
     scheme, sep, name = task.dataset.spec.partition(":")
     if sep and scheme == "builtin" and name not in BUILTIN_DATASETS:
         raise UnknownNameError(f"task {task.name!r}: {BUILTIN_DATASETS.unknown_message(name)}")

@@ -116,6 +116,7 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     for name, attack in attacks.items():
         if attack.modality != model.modality:
             raise ConfigError(f"attack {name!r} works on {attack.modality} but model {model.info.name!r} takes {model.modality}")
+        attack.check_model(model)
     adversary = task.adversary or (DEFAULT_TEXT_ADVERSARY if model.modality == "text" else NO_ADVERSARY)
     if model.modality != "text" and adversary.kinds != ("none",):
         raise ConfigError("adversary temperatures (cal, opt) apply to text attacks; image attacks here have "

@@ -176,7 +176,13 @@ class TaskConfig(BaseModel):
         """Everything that determines this task's results (batch size does not)."""
         # allow_pickle decides only whether a file may be read, not what the numbers are. An
         # unset attack_seed is left out, so tasks written before it existed keep their identity.
-        exclude = {"batch_size": True, "name": True, "model": {"allow_pickle"}}
+        # Likewise an unset ensemble member list (every model that is not an ensemble).
+        model: dict[str, Any] = {"allow_pickle": True}
+        if self.model.members is None:
+            model["members"] = True
+        else:
+            model["members"] = {"__all__": {"allow_pickle": True, "members": True}}
+        exclude: dict[str, Any] = {"batch_size": True, "name": True, "model": model}
         if self.attack_seed is None:
             exclude["attack_seed"] = True
         return {"seed": seed, **self.model_dump(mode="json", exclude=exclude)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
@@ -28,6 +29,9 @@ class ModelConfig(BaseModel):
         trust_remote_code: Run model code from the Hub; only when the user asks.
         max_length: Tokenizer truncation length for text models (default: the model's own).
         device: ``cpu``, ``cuda``, ``cuda:1``...; default CUDA when present.
+        members: ``ensemble:`` only: the members of a randomized ensemble, each a model config
+            with a ``probability`` (:class:`MemberConfig`). The spec may give them inline
+            instead: ``ensemble:0.7*builtin:a,0.3*builtin:b``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -43,6 +47,17 @@ class ModelConfig(BaseModel):
     trust_remote_code: bool = False
     max_length: int | None = Field(None, gt=0)
     device: str | None = None
+    members: tuple[MemberConfig, ...] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inline_members(cls, data: Any) -> Any:
+        # ensemble:0.7*builtin:a,0.3*builtin:b (the CLI's form) gives the members in the spec.
+        if isinstance(data, dict) and isinstance(data.get("spec"), str) and data.get("members") is None:
+            scheme, _, rest = data["spec"].partition(":")
+            if scheme == "ensemble" and "*" in rest:
+                data = {**data, "members": inline_members(rest)}
+        return data
 
     @field_validator("spec")
     @classmethod
@@ -50,7 +65,8 @@ class ModelConfig(BaseModel):
         scheme, sep, rest = spec.partition(":")
         if not sep or not scheme or not rest:
             raise ValueError(
-                f"model spec {spec!r} needs a scheme: hf:<hub id or dir>, timm:<name or dir> or builtin:<name>"
+                f"model spec {spec!r} needs a scheme: hf:<hub id or dir>, timm:<name or dir>, builtin:<name> "
+                f"or ensemble:<p>*<spec>,<p>*<spec>..."
             )
         return spec
 
@@ -63,6 +79,23 @@ class ModelConfig(BaseModel):
         return device
 
     @model_validator(mode="after")
+    def _ensemble_members(self) -> ModelConfig:
+        is_ensemble = self.spec.partition(":")[0] == "ensemble"
+        if is_ensemble and not self.members:
+            raise ValueError(f"{self.spec!r} lists no members: give members (each a spec with a probability), "
+                             f"or inline ones: ensemble:0.7*builtin:a,0.3*builtin:b")
+        if not is_ensemble and self.members is not None:
+            raise ValueError(f"members apply to ensemble: models only, not {self.spec!r}")
+        if is_ensemble:
+            for name in ("revision", "checkpoint", "num_classes", "max_length"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} applies to an ensemble's members, not to the ensemble {self.spec!r}")
+            total = sum(member.probability for member in self.members)
+            if abs(total - 1) > 1e-6:
+                raise ValueError(f"ensemble probabilities must sum to 1, got {total:.9g}")
+        return self
+
+    @model_validator(mode="after")
     def _timm_only_options(self) -> ModelConfig:
         # A checkpoint the loader does not read would silently evaluate other weights.
         scheme = self.spec.partition(":")[0]
@@ -72,3 +105,34 @@ class ModelConfig(BaseModel):
                     raise ValueError(f"{name} ({value!r}) applies to timm: models only; {self.spec!r} would "
                                      f"ignore it: drop --{name.replace('_', '-')}")
         return self
+
+
+class MemberConfig(ModelConfig):
+    """One member of an ``ensemble:``: a model config and the probability α_i of drawing it."""
+
+    probability: float = Field(ge=0, le=1, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _not_an_ensemble(self) -> MemberConfig:
+        if self.spec.partition(":")[0] == "ensemble":
+            raise ValueError(f"ensemble members cannot be ensembles ({self.spec!r}): list their members instead")
+        return self
+
+
+ModelConfig.model_rebuild()
+
+
+def inline_members(text: str) -> list[dict[str, Any]]:
+    """``0.7*builtin:a,0.3*builtin:b`` → member mappings (one-line errors as ``ValueError``)."""
+    members = []
+    for part in text.split(","):
+        probability, star, spec = part.partition("*")
+        try:
+            value = float(probability)
+        except ValueError:
+            value = None
+        if not star or value is None or not spec.strip():
+            raise ValueError(f"ensemble member {part.strip()!r} is not <probability>*<spec> "
+                             f"(as in ensemble:0.7*builtin:a,0.3*builtin:b)")
+        members.append({"spec": spec.strip(), "probability": value})
+    return members

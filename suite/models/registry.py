@@ -13,6 +13,8 @@ BUILTIN_MODELS: Registry = Registry("built-in model", list_command="advsuite ls 
 # Lazy entries: listing names must not import transformers or timm.
 MODEL_SCHEMES.add("hf", "suite.models.hf_text:load_hf", help="Hugging Face sequence classifier: hf:<hub id or dir>")
 MODEL_SCHEMES.add("timm", "suite.models.timm_image:load_timm", help="timm image model: timm:<name or dir>")
+MODEL_SCHEMES.add("ensemble", "suite.models.ensemble:load_ensemble",
+                  help="randomized ensemble: ensemble:<p>*<spec>,<p>*<spec>... (or members in a recipe)")
 MODEL_SCHEMES.add("builtin", "suite.models.builtin:load_builtin", help="tiny built-in model: builtin:<name>")
 BUILTIN_MODELS.add(
     "sentiment-tiny",

@@ -51,6 +51,10 @@ class TemperatureScaled(Classifier):
         ids, embeddings, logits = self.base.embedding_logits(texts)
         return ids, embeddings, logits / self.temperature
 
+    def member_logits(self, batch: Any, **kwargs: Any) -> torch.Tensor:
+        # A randomized ensemble's members serve at the same temperature (AttributeError otherwise).
+        return self.base.member_logits(batch, **kwargs) / self.temperature
+
     def weights_hash(self) -> str:
         return self.base.weights_hash()
 

@@ -1,0 +1,190 @@
+"""ARC: the attack on randomized ensembles of Dbouk & Shanbhag, "Adversarial Vulnerability of
+Randomized Ensembles", ICML 2022, Algorithm 2 (Sec. 5.2), with the top-G hyperplane search of
+Sec. 5.3 / App. D.
+
+K iterations of step η. Each iteration runs a local search over the members with α_i > 0 in
+decreasing α (line 4), starting from δ_l = 0. For member i at x̃ = x + δ + δ_l (line 8):
+
+- m = argmax f_i(x̃); for j ≠ m, w_j = ∇f_m − ∇f_j and h_j = f_m − f_j (lines 10–12, eq. 13);
+- n = argmin_j |h_j|/‖w_j‖_q, with q the dual norm of p (line 14, eq. 15); ``candidates: G``
+  restricts j to the G largest logits other than m (App. D);
+- g = −|w_n|^(q−1)⊙sgn(w_n)/‖w_n‖_q^(q−1), the unit ℓp direction towards H_n (line 15, eq. 16):
+  −sgn(w_n) for ℓ∞, −w_n/‖w_n‖_2 for ℓ2; ζ = |h_n|/‖w_n‖_q (line 16);
+- β = η if ζ ≥ η or i is the first member, else η/(η−ζ)·|w_nᵀδ_l/‖w_n‖_q + ζ| + ρ (lines 17–21),
+  with ρ = 0.05·ε as in the paper's experiments;
+- the candidate δ̂_l = η·(δ_l + βg)/‖δ_l + βg‖_p (line 22) is kept when L(x + Π(δ + δ̂_l)) does
+  not exceed the local best (lines 24–27).
+
+Then Π(δ + δ_l) replaces δ when L does not increase (lines 30–33). Π is the projection onto the
+ε-ball and, as everywhere in the suite, onto the [0, 1] box (the paper's Π is the ball only).
+L only ever decreases, so the last δ is the best one.
+
+Deviations from the paper (each is a parameter):
+
+- ``step`` η defaults to ε under both norms. The paper sets η = ε for ℓ∞ but η = ε/4 for ℓ2,
+  and with ε/4 Algorithm 2 stalls on the paper's own Thm 4.2 example: the first member's local
+  step does not reach its plane and is kept on a tie (L unchanged); the second member's step
+  cancels it exactly; δ stays 0 and L stays 1 where 0.5 is reachable (a test keeps this case).
+- ``rand_init`` (off by default, as the paper's δ = 0) starts from a uniform point of the ball;
+  with ``restarts`` > 1 only examples with L > 0 restart, and the lowest L is kept.
+- An example stops once L = 0.
+
+ARC is consistent for binary linear members (Thm 5.1), not optimal: it fools members greedily,
+largest α first. With α = (0.4, 0.3, 0.3), where fooling the first member alone gives L = 0.6 but
+fooling the other two gives 0.4, ARC ends at 0.6 and ``apgd_rec`` finds 0.4. The suite therefore
+reports the worst case over ``arc`` and ``apgd_rec`` for an ensemble, never ARC alone.
+
+Queries: one per member gradient (all candidate planes of a member in one batched pass) and one
+per evaluation of L (every member's forward pass).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from pydantic import Field
+
+from suite.attacks.base import register_attack
+from suite.attacks.image.driver import EVALUATION, SearchMode, autocast
+from suite.attacks.image.norms import _per_example
+from suite.attacks.image.rec import L_TOLERANCE, RECAttack, ensemble_state
+
+#: ρ as a fraction of ε (the paper: "we set ρ = 0.05ϵ").
+RHO = 0.05
+
+
+@register_attack("arc")
+class ARC(RECAttack):
+    """ARC (Dbouk & Shanbhag 2022, Algorithm 2), the consistent attack on randomized ensembles.
+
+    Defaults: L∞ ε 8/255 (``norm: l2``: 0.5), 10 iterations of η = ε under both norms (the paper
+    uses ε/4 for ℓ2, which stalls on its own Thm 4.2 example), δ = 0 start, all hyperplanes
+    (``candidates: G`` searches the G largest logits only, App. D).
+
+    Attributes:
+        candidates: G, how many of the largest other logits the hyperplane search considers;
+            ``null`` (default) considers every class.
+    """
+
+    steps: int = Field(10, ge=1)
+    rand_init: bool = False
+    candidates: int | None = Field(None, ge=1)
+
+    @property
+    def step_size(self) -> float:
+        return self.step if self.step is not None else self.eps
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        return {"steps": self.steps, "restarts": self.restarts, "step_size": self.step_size,
+                "rand_init": self.rand_init, "candidates": self.candidates, "rho": RHO * self.eps}
+
+    def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
+        state = ensemble_state(model)
+        n = len(x)
+        best = x.clone()
+        best_l = model.correctness(x, y).to(x.device)
+        queries = torch.ones(n, dtype=torch.long, device=x.device)
+        for restart in range(self.restarts):
+            todo = (best_l > L_TOLERANCE).nonzero().squeeze(1)
+            if len(todo) == 0 or (restart > 0 and not self.rand_init):
+                break
+            origin, labels = x[todo], y[todo]
+            delta = (self._starts(origin, todo, generators) - origin) if self.rand_init else torch.zeros_like(origin)
+            value = model.correctness(origin + delta, labels).to(x.device)
+            spent = torch.ones(len(todo), dtype=torch.long, device=x.device)
+            for _ in range(self.steps):
+                live = (value > L_TOLERANCE).nonzero().squeeze(1)
+                if len(live) == 0:
+                    break
+                delta[live], value[live] = self._iteration(model, state, origin[live], labels[live], delta[live],
+                                                           value[live], spent, live)
+            better = value < best_l[todo] - L_TOLERANCE
+            if restart == 0:
+                better |= (value - best_l[todo]).abs() <= L_TOLERANCE
+            best[todo[better]] = (origin + delta)[better]
+            best_l[todo[better]] = value[better]
+            queries[todo] += spent
+        return best, queries
+
+    def _iteration(self, model, state, x, y, delta, value, spent, rows):
+        """One outer iteration k of Algorithm 2 (lines 6–33) for a batch of examples."""
+        eta, rho = self.step_size, RHO * self.eps
+        local = torch.zeros_like(delta)
+        local_value = value.clone()
+        for position, member_position in enumerate(state.order):
+            member = state.active[member_position]
+            w, zeta = self._closest_plane(model, member, x + delta + local)
+            spent[rows] += 1
+            w_norm = _dual_norm(w, self._dual).clamp_min(1e-12)
+            direction = -w.sign() if self._dual == 1 else -w / _per_example(w_norm)
+            if position == 0:
+                beta = torch.full_like(zeta, eta)
+            else:
+                along = (w * local).flatten(1).sum(dim=1) / w_norm
+                beta = eta / (eta - zeta) * (along + zeta).abs() + rho
+                beta = torch.where(zeta >= eta, torch.full_like(zeta, eta), beta)
+            candidate = _rescale(local + _per_example(beta) * direction, eta, self._norm)
+            trial = self._project(x + delta + candidate, x) - x
+            trial_value = model.correctness(x + trial, y).to(x.device)
+            spent[rows] += 1
+            keep = trial_value <= local_value + L_TOLERANCE
+            local[keep], local_value[keep] = candidate[keep], trial_value[keep]
+        trial = self._project(x + delta + local, x) - x
+        trial_value = model.correctness(x + trial, y).to(x.device)
+        spent[rows] += 1
+        keep = trial_value <= value + L_TOLERANCE
+        delta, value = delta.clone(), value.clone()
+        delta[keep], value[keep] = trial[keep], torch.minimum(value[keep], trial_value[keep])
+        return delta, value
+
+    def _closest_plane(self, model, member: int, point: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """w_n and ζ_n of the closest hyperplane of ``member`` linearised at ``point`` (lines 10–16)."""
+        with torch.no_grad(), autocast(model.device, self.precision):
+            logits = model.member_logits(point, members=[member])[0].float()
+        classes = logits.shape[1]
+        count = classes - 1 if self.candidates is None else min(self.candidates, classes - 1)
+        label = logits.argmax(dim=1)
+        # The G largest logits other than m (all of them for G = C − 1), largest first.
+        others = logits.scatter(1, label.view(-1, 1), float("-inf")).argsort(dim=1, descending=True)[:, :count]
+        n = len(point)
+        rows = point.detach().repeat_interleave(count, dim=0).requires_grad_(True)
+        with autocast(model.device, self.precision):
+            row_logits = model.member_logits(rows, grad=True, members=[member])[0].float()
+        own = label.repeat_interleave(count)
+        other = others.reshape(-1)
+        h = row_logits.gather(1, own.view(-1, 1)).squeeze(1) - row_logits.gather(1, other.view(-1, 1)).squeeze(1)
+        (w,) = torch.autograd.grad(h.sum(), rows)
+        w = w.float()
+        zeta = h.detach().abs() / _dual_norm(w, self._dual).clamp_min(1e-12)
+        zeta = zeta.view(n, count)
+        nearest = zeta.argmin(dim=1)
+        chosen = torch.arange(n, device=point.device) * count + nearest
+        return w[chosen], zeta[torch.arange(n, device=point.device), nearest]
+
+    @property
+    def _dual(self) -> int:
+        """q, the dual of the threat model's p: 1 for ℓ∞, 2 for ℓ2."""
+        return 1 if self.threat_norm.name == "linf" else 2
+
+    def _norm(self, delta: torch.Tensor) -> torch.Tensor:
+        """‖δ‖_p per example."""
+        return self.threat_norm.measure(delta)
+
+
+def _rescale(step: torch.Tensor, eta: float, norm) -> torch.Tensor:
+    """η·s/‖s‖_p (line 22) per example; 0 where s cancelled out (‖s‖_p ≤ 1e-6·η).
+
+    A step that cancels exactly in exact arithmetic (the second member of Thm 4.2's example
+    undoing the first) leaves float noise of ~1e-9: rescaling that to length η, as the official
+    code's ``/(‖s‖ + 1e-10)`` does, would step in an arbitrary direction. The paper's 0/0 is
+    taken as no step."""
+    sizes = norm(step)
+    scale = torch.where(sizes > 1e-6 * eta, eta / sizes.clamp_min(1e-30), torch.zeros_like(sizes))
+    return step * _per_example(scale)
+
+
+def _dual_norm(w: torch.Tensor, q: int) -> torch.Tensor:
+    """‖w‖_q per example (q = 1 for the ℓ∞ threat model, 2 for ℓ2)."""
+    flat = w.flatten(1)
+    return flat.abs().sum(dim=1) if q == 1 else flat.norm(dim=1)

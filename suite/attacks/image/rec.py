@@ -1,0 +1,212 @@
+"""Gradient attacks on randomized ensembles (``ensemble:`` models), after Dbouk & Shanbhag,
+"Adversarial Vulnerability of Randomized Ensembles", ICML 2022, App. C.3.1:
+
+- ``apgd_rec``: adaptive PGD, PGD on the expected loss Σ_i α_i·CE(f_i(x+δ), y) (eq. 63). This
+  is how randomized ensembles are usually evaluated (Pinot et al. 2020); the paper proves it
+  inconsistent (Thm 4.1, 4.2): from δ = 0 its gradient can vanish exactly (eq. 41) where an
+  adversarial perturbation exists.
+- ``apgd_rec_logits``: PGD on the loss of the expected logits, CE(Σ_i α_i f_i(x+δ), y) (eq. 64,
+  "APGD-L").
+- ``pgd_member``: PGD on one member's loss (the paper's PGD-1 attacks the robust member f_1 of a
+  BAT ensemble and ignores the other).
+
+The paper's "APGD" is adaptive PGD, not Croce & Hein's Auto-PGD: a fixed step, as eq. 61.
+
+Every iterate is scored with the ensemble's exact expected accuracy L(x+δ, y, α) (eq. 3). Deviations
+from the paper, in the attacker's favour as in :mod:`.driver`: the iterate kept is the one with
+the lowest L (ties: the highest loss), not the last one, and an example stops once L = 0. With
+``rand_init: false`` the search starts at δ = 0, as in the paper's analysis (Sec. 4); the default
+random start is what lets PGD escape the flat point of eq. 41.
+
+All three need an ensemble; :mod:`.arc` is the consistent attack (Algorithm 2). An evaluation's
+worst case over ``arc`` and ``apgd_rec`` is what the suite reports: neither alone reaches the
+minimum of L everywhere.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import torch
+from pydantic import Field
+
+from suite.attacks.base import AttackOutput, register_attack
+from suite.attacks.image.driver import EVALUATION, NormChoiceAttack, SearchMode, autocast, image_outputs
+from suite.data.base import Example
+from suite.errors import ConfigError
+from suite.losses import cross_entropy, reduce_loss
+from suite.models.base import Classifier
+from suite.models.ensemble import is_ensemble
+from suite.seeding import example_generator
+
+#: L values closer than this are equal (L is a sum of float64 probabilities stored as float32).
+L_TOLERANCE = 1e-6
+
+
+def require_ensemble(attack: str, model: Classifier) -> None:
+    """Refuse, in one line, a model that is not a randomized ensemble."""
+    if not is_ensemble(model):
+        raise ConfigError(f"attack {attack!r} attacks randomized ensembles; {model.info.name!r} is not one "
+                          f"(use an ensemble: model, or another attack)")
+
+
+class ensemble_state:  # noqa: N801  (a tiny record, used like a function)
+    """The ensemble's members with α_i > 0, their probabilities and the argsort by decreasing α."""
+
+    def __init__(self, model: Classifier) -> None:
+        self.active: list[int] = list(model.active)
+        self.alphas: list[float] = [model.alphas[index] for index in self.active]
+        # Algorithm 2, line 4: members in decreasing α (ties in member order).
+        self.order: list[int] = sorted(range(len(self.active)), key=lambda position: -self.alphas[position])
+
+
+class RECAttack(NormChoiceAttack):
+    """Shared fields and loop of the REC attacks: ``norm``, ``eps``, ``steps``, ``step``,
+    ``rand_init``, ``restarts``.
+
+    Attributes:
+        steps: Iterations K.
+        step: Step size η in pixel units; default 2.5·ε/steps (Madry et al.).
+        rand_init: Start from a uniform point of the ε-ball (default) or from δ = 0.
+        restarts: Random starts; only examples with L > 0 restart (needs ``rand_init``).
+    """
+
+    requires: ClassVar[str] = "ensemble"
+
+    steps: int = Field(20, ge=1)
+    step: float | None = Field(None, gt=0, allow_inf_nan=False)
+    rand_init: bool = True
+    restarts: int = Field(1, ge=1)
+
+    @property
+    def step_size(self) -> float:
+        return self.step if self.step is not None else 2.5 * self.eps / self.steps
+
+    def check_model(self, model: Classifier) -> None:
+        require_ensemble(self.name, model)
+
+    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
+        return {"steps": self.steps, "restarts": self.restarts, "step_size": self.step_size,
+                "rand_init": self.rand_init, "max_queries": (self.steps + 1) * self.restarts + 1}
+
+    def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
+        require_ensemble(self.name, model)
+        start = time.perf_counter()
+        x = torch.stack([example.input for example in examples]).to(model.device, torch.float32)
+        y = torch.tensor([example.label for example in examples], device=model.device)
+        generators = [example_generator(seed, self.name, example.id) for example in examples]
+        adversarial, queries = self._perturb(model, x, y, generators)
+        return image_outputs(self.geometry, x, adversarial, queries, time.perf_counter() - start)
+
+    def _loss(self, logits: torch.Tensor, y: torch.Tensor, state: ensemble_state) -> torch.Tensor:
+        """Per-example loss to maximise from the M×N×C logits of the active members."""
+        raise NotImplementedError
+
+    def _members(self, state: ensemble_state) -> list[int] | None:
+        """Members whose logits the loss needs besides the active ones (``None``: the active)."""
+        return None
+
+    def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
+        state = ensemble_state(model)
+        n = len(x)
+        best = x.clone()
+        best_l = model.correctness(x, y).to(x.device)
+        best_loss = torch.full((n,), float("-inf"), device=x.device)
+        queries = torch.ones(n, dtype=torch.long, device=x.device)
+        for restart in range(self.restarts):
+            todo = (best_l > L_TOLERANCE).nonzero().squeeze(1)
+            if len(todo) == 0 or (restart > 0 and not self.rand_init):
+                break
+            origin = x[todo]
+            current = self._starts(origin, todo, generators) if self.rand_init else origin.clone()
+            done = torch.zeros(len(todo), dtype=torch.bool, device=x.device)
+            for iteration in range(self.steps + 1):
+                live = (~done).nonzero().squeeze(1)
+                if len(live) == 0:
+                    break
+                grad_needed = iteration < self.steps
+                inputs = current[live].requires_grad_(grad_needed)
+                extra = self._members(state)
+                with autocast(model.device, self.precision):
+                    logits = model.member_logits(inputs, grad=grad_needed, members=extra).float()
+                active_logits = logits[: len(state.active)]
+                value = self._loss(logits, y[todo[live]], state)
+                # L from the same forward pass: Σ α_i 1{argmax f_i = y} over the active members.
+                right = (active_logits.detach().argmax(dim=-1) == y[todo[live]].view(1, -1)).double()
+                weights = torch.tensor(state.alphas, dtype=torch.float64, device=x.device).view(-1, 1)
+                expected = (weights * right).sum(dim=0).float()
+                queries[todo[live]] += 1
+                rows = todo[live]
+                lower = expected < best_l[rows] - L_TOLERANCE
+                tie = (expected - best_l[rows]).abs() <= L_TOLERANCE
+                better = lower | (tie & (value.detach() > best_loss[rows]))
+                kept = rows[better]
+                best[kept] = inputs.detach()[better]
+                best_l[kept] = torch.minimum(best_l[kept], expected[better])
+                best_loss[kept] = value.detach()[better]
+                done[live[expected <= L_TOLERANCE]] = True
+                if not grad_needed:
+                    break
+                (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, n), inputs)
+                moving = ~done[live]
+                if moving.any():
+                    index = live[moving]
+                    step = self.geometry.step(grad[moving].float(), self.step_size)
+                    current[index] = self._project(inputs.detach()[moving] + step, origin[index])
+        return best, queries
+
+
+@register_attack("apgd_rec")
+class APGDREC(RECAttack):
+    """Adaptive PGD on a randomized ensemble: PGD on the expected loss Σ_i α_i·CE(f_i(x+δ), y)
+    (Dbouk & Shanbhag 2022, eq. 63; Pinot et al. 2020). Inconsistent (Thm 4.1, 4.2): run it with
+    ``arc`` and take the worst case.
+
+    Defaults: L∞ ε 8/255 (``norm: l2``: 0.5), 20 steps of 2.5·ε/steps, random start, best iterate
+    by L. ``rand_init: false`` is the paper's δ(0) = 0.
+    """
+
+    def _loss(self, logits, y, state):
+        weights = torch.tensor(state.alphas, device=logits.device).view(-1, 1)
+        losses = torch.stack([cross_entropy(member, y) for member in logits[: len(state.active)]])
+        return (weights * losses).sum(dim=0)
+
+
+@register_attack("apgd_rec_logits")
+class APGDRECLogits(RECAttack):
+    """PGD on the loss of the expected logits, CE(Σ_i α_i f_i(x+δ), y) (Dbouk & Shanbhag 2022,
+    eq. 64, "APGD-L"). Defaults as ``apgd_rec``."""
+
+    def _loss(self, logits, y, state):
+        weights = torch.tensor(state.alphas, device=logits.device).view(-1, 1, 1)
+        return cross_entropy((weights * logits[: len(state.active)]).sum(dim=0), y)
+
+
+@register_attack("pgd_member")
+class PGDMember(RECAttack):
+    """PGD on one member of a randomized ensemble, scored on the ensemble (the paper's PGD-1,
+    App. C.3.1, which attacks the robust member f_1 of a BAT ensemble).
+
+    Attributes:
+        member: Index of the member to attack (in the ensemble's order); default the member with
+            the largest α (the first of them on a tie).
+    """
+
+    member: int | None = Field(None, ge=0)
+
+    def _target(self, state: ensemble_state) -> int:
+        return state.active[state.order[0]] if self.member is None else self.member
+
+    def _members(self, state: ensemble_state) -> list[int]:
+        return [*state.active, self._target(state)]
+
+    def _loss(self, logits, y, state):
+        return cross_entropy(logits[len(state.active)], y)
+
+    def check_model(self, model: Classifier) -> None:
+        super().check_model(model)
+        if self.member is not None and self.member >= len(model.members):
+            raise ConfigError(f"attack {self.name!r}: member {self.member} does not exist "
+                              f"({model.info.name!r} has {len(model.members)} members, 0 to {len(model.members) - 1})")
