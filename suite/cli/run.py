@@ -56,7 +56,7 @@ def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int
 def run_loaded(recipe, output: Path | None, overwrite: bool, limit: int | None = None, log_samples: bool = False,
                wait: bool = False, deterministic: bool = False) -> list:
     """Run a validated :class:`~suite.evaluation.recipe.Recipe`; print its report (and its study
-    table, for a batch-size sweep)."""
+    table, for a batch-size sweep; its α table and plot, for an ensemble's α sweep)."""
     from suite.cli.common import print_report
     from suite.evaluation.options import RunOptions
     from suite.evaluation.tasks import run_tasks
@@ -84,6 +84,13 @@ def run_loaded(recipe, output: Path | None, overwrite: bool, limit: int | None =
         print(f"\n{study_table(rows)}")
         csv_path, png_path = write_study(rows, output, title=f"{recipe.name}: success rate vs batch size")
         print(f"\nstudy: {csv_path}, {png_path}")
+    if recipe.sweep is not None and recipe.sweep.alphas:
+        from suite.report.ensemble_sweep import alpha_rows, alpha_table, write_alpha_sweep
+
+        rows = alpha_rows(results)
+        print(f"\n{alpha_table(rows)}")
+        csv_path, png_path = write_alpha_sweep(rows, output, title=f"{recipe.name}: robust accuracy vs alpha")
+        print(f"\nalpha sweep: {csv_path}, {png_path}")
     return results
 
 

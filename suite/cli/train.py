@@ -9,7 +9,7 @@ from pathlib import Path
 from suite.cli.argtypes import nonnegative_int, output_dir, positive_float
 from suite.cli.common import add_directory_flags, positive_int
 
-METHOD_NAMES = ("standard", "fgsm_at", "pgd_at", "trades", "mart", "beta_at", "sbeta_at")
+METHOD_NAMES = ("standard", "fgsm_at", "pgd_at", "trades", "mart", "beta_at", "sbeta_at", "bat")
 EPILOG = """methods:
   standard   clean cross-entropy (no adversary)
   fgsm_at    FGSM adversarial training (Goodfellow et al. 2015): one step of size eps
@@ -18,6 +18,8 @@ EPILOG = """methods:
   mart       MART (Wang et al. 2020): boosted CE + --lam x KL x (1 - p_y) (lam 5)
   beta_at    BETA-AT (Robey et al. 2024, Alg. 2): train on BETA's best target (--steps per target)
   sbeta_at   SBETA-AT (Robey et al. 2024, Alg. 3): every target, weighted by softmax(--mu x margin)
+  bat        second member of a BAT randomized ensemble (Pinot et al. 2020): trained only on PGD
+             examples of --source (the first, adversarially trained member)
 
 examples:
   advsuite train --model timm:test_resnet --dataset builtin:digits --method beta_at --eps 0.1 --epochs 8 --output runs/beta
@@ -54,6 +56,8 @@ def add_parser(subparsers) -> None:
     knobs.add_argument("--mu", type=positive_float, help="sbeta_at: softmax temperature of the target weights (default 1)")
     knobs.add_argument("--targets", type=positive_int, help="beta_at, sbeta_at: attack the N most likely wrong classes "
                        "(default: all)")
+    knobs.add_argument("--source", help="bat: the first member, whose PGD examples the model trains on "
+                       "(a model spec: builtin:digits-cnn-at, timm:<dir>)")
     knobs.add_argument("--attack-lr", type=positive_float, help="beta_at, sbeta_at: BETA's learning rate (default eps/10)")
     validation = parser.add_argument_group("validation (each epoch: clean, PGD and BETA accuracy)")
     validation.add_argument("--val-split", help="split to validate on (default: hold out --val-fraction of --split)")
@@ -75,7 +79,7 @@ def build_config(args: argparse.Namespace):
     from suite.train.config import TrainConfig
 
     given = {"eps": args.eps, "steps": args.steps, "alpha": args.alpha, "lam": args.lam, "mu": args.mu,
-             "targets": args.targets, "lr": args.attack_lr}
+             "targets": args.targets, "lr": args.attack_lr, "source": args.source}
     params = {key: value for key, value in given.items() if value is not None}
     if args.method != "standard" or args.norm != "linf":
         params["norm"] = args.norm

@@ -62,6 +62,57 @@ def check_zero_gradients(model: Classifier, examples: Sequence[Example]) -> list
     return []
 
 
+def check_randomness(model: Classifier, examples: Sequence[Example]) -> list[str]:
+    """Warn when the model answers the same query differently twice.
+
+    A randomized model scored on one draw of its randomness, and attacked through another, has
+    robustness that is partly luck; gradient attacks on it see noise. A randomized ensemble
+    belongs behind ``ensemble:``, where it is scored exactly and attacked with ARC. Two forward
+    passes of at most :data:`CHECK_EXAMPLES` examples; differences under 1e-3 of the logits'
+    scale (kernel rounding on a GPU) are not randomness.
+    """
+    if not examples:
+        return []
+    from suite.evaluation.scoring import stack
+
+    batch = stack(model, [example.input for example in examples[:CHECK_EXAMPLES]])
+    first, second = model.logits(batch).float(), model.logits(batch).float()
+    scale = 1.0 + float(first.abs().max())
+    difference = float((first - second).abs().max())
+    if not difference <= 1e-3 * scale:  # NaN counts as a change
+        changed = int((first.argmax(dim=1) != second.argmax(dim=1)).sum())
+        return [f"the model's outputs change across identical queries (logits differ by up to {difference:.3g}; "
+                f"{changed} of {len(first)} decisions flipped): it is randomized, and one draw is neither its "
+                f"accuracy nor what an attack faces; if it is a randomized ensemble, evaluate it as "
+                f"ensemble:<p>*<spec>,... (exact expected accuracy) with arc and apgd_rec; otherwise expect "
+                f"gradient attacks to overstate its robustness"]
+    return []
+
+
+def check_ensemble_attacks(model: Classifier, attacks: Mapping[str, Attack]) -> list[str]:
+    """Warn when a randomized ensemble is evaluated without ARC, or with ARC alone.
+
+    Adaptive PGD (``apgd_rec``), and any attack on the ensemble's averaged output, is
+    inconsistent on randomized ensembles (Dbouk & Shanbhag, ICML 2022, Thm 4.2): it can report
+    robustness an ε-ball perturbation breaks. ARC is consistent but greedy, so the honest
+    number is the worst case over both.
+    """
+    from suite.models.ensemble import is_ensemble
+
+    if not is_ensemble(model) or model.modality != "image":
+        return []
+    names = {attack.name for attack in attacks.values()}
+    if "arc" not in names:
+        return ["the model is a randomized ensemble evaluated without arc: adaptive PGD and attacks on its averaged "
+                "output overstate a randomized ensemble's robustness (Dbouk & Shanbhag 2022, Thm 4.2); add arc "
+                "(and apgd_rec: the worst case over both is the honest number)"]
+    if "apgd_rec" not in names:
+        return ["the model is a randomized ensemble evaluated with arc but without apgd_rec: ARC fools members "
+                "greedily, largest probability first, and can miss a lower expected accuracy adaptive PGD finds; "
+                "add apgd_rec"]
+    return []
+
+
 def check_black_box(attacks: Mapping[str, Attack], metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """Warn when a black-box attack beats every white-box one (AutoAttack's ``check_square_sr``).
 
@@ -149,6 +200,8 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
     metrics = {name: {"robust_accuracy": value} for name, value in robust_accuracy.items()}
     warnings = [
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
+        *check_randomness(model, prepared.eval_set.examples),
+        *check_ensemble_attacks(model, attacks),
         *check_zero_gradients(model, correct),
         *check_black_box({name: attack for name, attack in attacks.items() if name in metrics}, metrics),
         *check_reduction(model, attacks, correct, prepared.attack_seed),

@@ -24,6 +24,7 @@ from suite.evaluation import distributed
 from suite.evaluation.options import RunOptions
 from suite.evaluation.recipe import (
     DEFAULT_ATTACKS,
+    DEFAULT_ENSEMBLE_ATTACKS,
     DEFAULT_TEXT_ADVERSARY,
     NO_ADVERSARY,
     AdversaryConfig,
@@ -33,6 +34,7 @@ from suite.evaluation.recipe import (
 from suite.evaluation.records import RecordStore
 from suite.evaluation.scoring import SCORING_VERSION
 from suite.models import Classifier, load_model
+from suite.models.ensemble import is_ensemble
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +113,10 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
     model = model if model is not None else load_model(task.model)
     if not attacks:
-        task = task.model_copy(update={"attacks": tuple(AttackConfig(name=n) for n in DEFAULT_ATTACKS[model.modality])})
+        defaults = DEFAULT_ATTACKS[model.modality]
+        if model.modality == "image" and is_ensemble(model):
+            defaults = DEFAULT_ENSEMBLE_ATTACKS
+        task = task.model_copy(update={"attacks": tuple(AttackConfig(name=n) for n in defaults)})
         attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
     for name, attack in attacks.items():
         if attack.modality != model.modality:

@@ -37,6 +37,9 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 NAME_LENGTH = 100
 #: Attacks run when a task names none.
 DEFAULT_ATTACKS = {"text": ("deepwordbug",), "image": ("auto",)}
+#: Attacks run on a randomized image ensemble when a task names none: ARC and adaptive PGD (their
+#: worst case: neither alone finds the minimum of the expected accuracy everywhere), and ``auto``.
+DEFAULT_ENSEMBLE_ATTACKS = ("arc", "apgd_rec", "auto")
 
 
 def _refuse_repeats(names: list[str], problem: str) -> None:
@@ -146,7 +149,8 @@ class TaskConfig(BaseModel):
     name: str = Field("default", pattern=NAME_PATTERN, max_length=NAME_LENGTH)
     model: ModelConfig
     dataset: DatasetConfig
-    #: Empty means the default attacks of the model's modality (:data:`DEFAULT_ATTACKS`).
+    #: Empty means the default attacks of the model's modality (:data:`DEFAULT_ATTACKS`;
+    #: :data:`DEFAULT_ENSEMBLE_ATTACKS` for a randomized image ensemble).
     attacks: tuple[AttackConfig, ...] = ()
     batch_size: int | None = Field(None, gt=0)
     #: Adversary temperatures for text attacks; unset: :data:`DEFAULT_TEXT_ADVERSARY` for text.
@@ -194,7 +198,11 @@ class TaskConfig(BaseModel):
 class Sweep(BaseModel):
     """A grid a recipe runs every task over (the mini-batch study uses it).
 
-    Each batch size gives a copy of every task, named ``<task>-bs<size>``; each of ``seeds``
+    Each of ``alphas`` gives a copy of every randomized-ensemble task whose first member is drawn
+    with that probability α and whose other members share 1 − α in their given proportions,
+    named ``<task>-a<α>`` (robust accuracy against α, as Dbouk & Shanbhag's Fig. 3); a task whose
+    model is not an ensemble runs once, as the baseline. Each batch size gives a copy of every
+    task, named ``<task>-bs<size>``; each of ``seeds``
     gives a replicate of it with that ``attack_seed``, named ``<task>-bs<size>-s<seed>`` (the
     study reports their mean and spread). Each combination of ``params`` values gives a copy of
     every attack, labelled ``<attack>-<value>-<value>...`` (for example ``pgd_l2-mean-fp16``).
@@ -202,6 +210,7 @@ class Sweep(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    alphas: tuple[float, ...] = ()
     batch_size: tuple[int, ...] = ()
     seeds: tuple[int, ...] = ()
     params: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
@@ -209,12 +218,20 @@ class Sweep(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _not_empty(cls, data: Any) -> Any:
-        for axis in ("batch_size", "seeds"):
+        for axis in ("alphas", "batch_size", "seeds"):
             if isinstance(data, dict) and axis in data and not data[axis]:
                 raise ValueError(f"sweep {axis} lists nothing (remove it, or list at least one value)")
-        if isinstance(data, dict) and not any(data.get(axis) for axis in ("batch_size", "seeds", "params")):
-            raise ValueError("a sweep needs batch_size, seeds or params to sweep over")
+        if isinstance(data, dict) and not any(data.get(axis) for axis in ("alphas", "batch_size", "seeds", "params")):
+            raise ValueError("a sweep needs alphas, batch_size, seeds or params to sweep over")
         return data
+
+    @field_validator("alphas")
+    @classmethod
+    def _probabilities(cls, alphas: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0 <= alpha <= 1 for alpha in alphas):
+            raise ValueError("sweep alphas are probabilities: each must lie in [0, 1]")
+        _refuse_repeats([f"{alpha:g}" for alpha in alphas], "alpha listed twice")
+        return alphas
 
     @field_validator("batch_size")
     @classmethod
@@ -252,6 +269,10 @@ class Sweep(BaseModel):
                 attacks.append(attack.model_copy(update={"params": params, "label": label}))
         expanded = task.model_copy(update={"attacks": tuple(attacks)}) if self.params else task
         copies = [expanded]
+        if self.alphas and expanded.model.members:
+            copies = [expanded.model_copy(update={"name": f"{task.name}-a{alpha:g}",
+                                                  "model": with_first_probability(expanded.model, alpha)})
+                      for alpha in self.alphas]
         if self.batch_size:
             copies = [expanded.model_copy(update={"name": f"{task.name}-bs{size}", "batch_size": size})
                       for size in self.batch_size]
@@ -259,6 +280,17 @@ class Sweep(BaseModel):
             copies = [copy.model_copy(update={"name": f"{copy.name}-s{seed}", "attack_seed": seed})
                       for copy in copies for seed in self.seeds]
         return copies
+
+
+def with_first_probability(model: ModelConfig, alpha: float) -> ModelConfig:
+    """An ensemble config whose first member has probability ``alpha``; the others share
+    1 − ``alpha`` in their given proportions (equally, if they had none)."""
+    first, *rest = model.members
+    weight = sum(member.probability for member in rest)
+    shares = [member.probability / weight if weight > 0 else 1 / len(rest) for member in rest]
+    members = (first.model_copy(update={"probability": alpha}),
+               *(member.model_copy(update={"probability": round((1 - alpha) * share, 12)}) for member, share in zip(rest, shares)))
+    return model.model_copy(update={"members": members})
 
 
 class Recipe(BaseModel):

@@ -79,7 +79,7 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         created=now(),
         task=task.name,
         model=ModelEntry(spec=info.spec, name=info.name, revision=info.revision, temperature=info.temperature,
-                         weights=prepared.model.weights_hash()),
+                         weights=prepared.model.weights_hash(), members=info.extra.get("members")),
         dataset=DatasetEntry(spec=eval_set.spec, split=eval_set.split, n=len(eval_set), size=eval_set.size,
                              fingerprint=eval_set.fingerprint, columns=dict(eval_set.columns)),
         seed=prepared.seed,

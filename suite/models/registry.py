@@ -37,3 +37,13 @@ BUILTIN_MODELS.add(
     "suite.train.builtin:digits_cnn_beta_at",
     help="digits-cnn's architecture trained with BETA-AT (linf eps 0.15) on builtin:digits",
 )
+BUILTIN_MODELS.add(
+    "digits-cnn-bat",
+    "suite.train.builtin:digits_cnn_bat",
+    help="digits-cnn's architecture trained only on PGD examples (linf eps 0.15) of digits-cnn-at (BAT's 2nd member)",
+)
+BUILTIN_MODELS.add(
+    "digits-bat",
+    "suite.train.builtin:digits_bat",
+    help="BAT randomized ensemble: digits-cnn-at w.p. alpha, digits-cnn-bat w.p. 1-alpha (alpha by APGD grid search)",
+)

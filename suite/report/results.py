@@ -45,6 +45,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
+class MemberEntry(_Strict):
+    """One member of a randomized ensemble: its spec, revision and probability α_i."""
+
+    spec: str
+    revision: str | None
+    probability: float = Field(ge=0, le=1)
+
+
 class ModelEntry(_Strict):
     spec: str
     name: str
@@ -52,6 +60,8 @@ class ModelEntry(_Strict):
     temperature: float = Field(gt=0)
     #: Content hash of the weights evaluated (``None`` in older files).
     weights: str | None = None
+    #: A randomized ensemble's members (``None`` for any other model).
+    members: list[MemberEntry] | None = None
 
 
 class DatasetEntry(_Strict):

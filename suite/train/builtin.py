@@ -1,5 +1,6 @@
-"""Robust built-in models: ``builtin:digits-cnn-at`` (PGD-AT) and ``builtin:digits-cnn-beta-at``
-(BETA-AT), trained by :func:`suite.train.train` on first use and cached like
+"""Robust built-in models: ``builtin:digits-cnn-at`` (PGD-AT), ``builtin:digits-cnn-beta-at``
+(BETA-AT) and the BAT randomized ensemble ``builtin:digits-bat`` (``digits-cnn-at`` plus its
+BAT partner ``builtin:digits-cnn-bat``, :mod:`suite.train.bat`), trained by :func:`suite.train.train` on first use and cached like
 ``builtin:digits-cnn`` (in a process of their own with pinned CPU kernels, so one torch version
 trains the same weights everywhere), then loaded back through ``timm:<dir>``.
 
@@ -41,7 +42,11 @@ RECIPES = {
     "digits-cnn-at": TrainConfig(method="pgd_at", method_params={"eps": DIGITS_AT_EPS, "steps": 10}, **_COMMON),
     "digits-cnn-beta-at": TrainConfig(
         method="beta_at", method_params={"eps": DIGITS_AT_EPS, "steps": BETA_STEPS, "targets": BETA_TARGETS}, **_COMMON),
+    "digits-cnn-bat": TrainConfig(
+        method="bat", method_params={"eps": DIGITS_AT_EPS, "steps": 10, "source": "builtin:digits-cnn-at"}, **_COMMON),
 }
+#: The BAT partner's directory keeps the α search that chose the ensemble's probabilities.
+BAT_ALPHA_FILE = "bat_alpha.json"
 
 
 def _train(name: str, directory: Path) -> None:
@@ -50,6 +55,26 @@ def _train(name: str, directory: Path) -> None:
 
     train(RECIPES[name], directory)
     (directory / STATE_FILE).unlink()  # resuming is done: keep the model, its log and curves
+
+
+def train_digits_bat(directory: Path) -> None:
+    """The BAT partner of ``digits-cnn-at``, then BAT's α search (APGD, on the held-out
+    validation digits neither member trained on), kept in :data:`BAT_ALPHA_FILE`."""
+    import json
+
+    from suite.data.base import Example
+    from suite.models import load_model
+    from suite.models.timm_image import load_timm
+    from suite.train.bat import alpha_search
+    from suite.train.loop import _prepare
+
+    _train("digits-cnn-bat", directory)
+    _, _, val_set = _prepare(RECIPES["digits-cnn-bat"])
+    examples = [Example(i, x, int(y)) for i, x, y in zip(val_set.ids, val_set.x, val_set.y)]
+    first = load_model("builtin:digits-cnn-at")
+    second = load_timm(str(directory), ModelConfig(spec=f"timm:{directory}"))
+    search = alpha_search(first, second, examples, eps=DIGITS_AT_EPS)
+    (directory / BAT_ALPHA_FILE).write_text(json.dumps(search, indent=2) + "\n")
 
 
 def train_digits_at(directory: Path) -> None:
@@ -82,3 +107,24 @@ def digits_cnn_at(config: ModelConfig) -> Classifier:
 def digits_cnn_beta_at(config: ModelConfig) -> Classifier:
     """test_resnet trained on builtin:digits with BETA-AT (L∞ ε = 0.15)."""
     return _load("digits-cnn-beta-at", "suite.train.builtin:train_digits_beta_at", config)
+
+
+def digits_cnn_bat(config: ModelConfig) -> Classifier:
+    """test_resnet trained on builtin:digits only on PGD examples (L∞ ε = 0.15) of digits-cnn-at
+    (BAT's second member): not robust by itself."""
+    return _load("digits-cnn-bat", "suite.train.builtin:train_digits_bat", config)
+
+
+def digits_bat(config: ModelConfig) -> Classifier:
+    """The BAT randomized ensemble: digits-cnn-at with probability α, its BAT partner with 1 − α,
+    α from BAT's grid search with APGD (recorded in results)."""
+    import json
+
+    from suite.models.ensemble import RandomizedEnsemble, member_records
+
+    members = [digits_cnn_at(config), digits_cnn_bat(config)]
+    search = json.loads((Path(members[1].info.extra["path"]) / BAT_ALPHA_FILE).read_text())
+    alphas = [search["alpha"], round(1 - search["alpha"], 10)]
+    info = ModelInfo(spec="builtin:digits-bat", revision=f"{DIGITS_AT_VERSION}-alpha{search['alpha']:g}",
+                     extra={"members": member_records(members, alphas), "bat_alpha_search": search})
+    return RandomizedEnsemble(members, alphas, info)

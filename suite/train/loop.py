@@ -56,7 +56,8 @@ def train(config: TrainConfig, output: Path, *, overwrite: bool = False, wait: b
     """Train ``config`` into ``output`` (a ``timm:<dir>`` model), resuming a killed run there."""
     method = build_method(config.method, config.method_params)
     model, train_set, val_set = _prepare(config)
-    identity = {"config": config.identity(), "method": method.params(), "loop_version": LOOP_VERSION,
+    identity = {"config": config.identity(), "method": {**method.params(), **method.identity()},
+                "loop_version": LOOP_VERSION,
                 "initial_weights": model.weights_hash(), "train_examples": train_set.fingerprint,
                 "val_examples": val_set.fingerprint}
     store = TrainStore(output, identity)

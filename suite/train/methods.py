@@ -60,6 +60,11 @@ class TrainMethod(BaseModel):
     def params(self) -> dict[str, Any]:
         return self.model_dump()
 
+    def identity(self) -> dict[str, Any]:
+        """What else decides the trained weights (a BAT partner: its source's weights); part of
+        the run's identity."""
+        return {}
+
 
 class _Stepped(TrainMethod):
     """Methods with an iterative inner attack: ``steps`` steps of size ``alpha`` (default ε/4)."""

@@ -1,0 +1,204 @@
+"""Randomized ensembles: exact expected accuracy, the REC attacks and ARC (Dbouk & Shanbhag,
+ICML 2022) on 2-D ensembles of linear members whose minimum of L is known, checked against a
+brute-force grid over the ε-ball."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from suite.attacks import build_attack
+from suite.data.base import Example
+from suite.errors import ConfigError
+from suite.models.ensemble import RandomizedEnsemble
+from suite.models.wrap import from_module
+
+CENTRE = torch.tensor([0.5, 0.5])
+
+
+class Affine(nn.Module):
+    """Logits W·(u − c) + b of a 1×1×2 "image" u (c the centre of the box, so the ball fits in it)."""
+
+    def __init__(self, weight, bias) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.tensor(weight, dtype=torch.float32))
+        self.bias = nn.Parameter(torch.tensor(bias, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.flatten(1) - CENTRE.to(x.device)) @ self.weight.T + self.bias
+
+
+def binary(w, b) -> Affine:
+    """A binary linear classifier f(u) = wᵀ(u − c) + b as 2-class logits (0, f): class 1 iff f > 0."""
+    return Affine([[0.0, 0.0], list(w)], [0.0, b])
+
+
+def ensemble(modules, alphas, classes: int = 2) -> RandomizedEnsemble:
+    labels = [str(i) for i in range(classes)]
+    members = [from_module(module, input_size=(1, 1, 2), labels=labels, name=f"member{i}")
+               for i, module in enumerate(modules)]
+    return RandomizedEnsemble(members, alphas)
+
+
+# name: (members, α, classes, norm, ε, label, min L). The paper's constructions scaled into the box
+# (b = 0.1 where the paper has b = 1).
+CASES = {
+    # Thm 4.2: w1 = −w2 = w, b1 = b2 = b, α = (½, ½), x = 0, ε = 2b‖w‖_p/‖w‖²₂.
+    "thm42-l2": ([binary((1, 0), 0.1), binary((-1, 0), 0.1)], [0.5, 0.5], 2, "l2", 0.2, 1, 0.5),
+    "thm42-linf": ([binary((1, 0), 0.1), binary((-1, 0), 0.1)], [0.5, 0.5], 2, "linf", 0.2, 1, 0.5),
+    # Fig. 2 made concrete: each member can be fooled alone; the bisector APGD follows fools neither.
+    "fig2-l2": ([binary((-1, 0), 0.1), binary((0, -1), 0.1)], [0.5, 0.5], 2, "l2", 0.12, 1, 0.5),
+    "fig2-linf": ([binary((-2, 1), 0.1), binary((1, -2), 0.1)], [0.5, 0.5], 2, "linf", 0.05, 1, 0.5),
+    # Unequal α: fooling the likelier member is the minimum.
+    "fig2-l2-unequal": ([binary((-1, 0), 0.1), binary((0, -1), 0.1)], [0.6, 0.4], 2, "l2", 0.12, 1, 0.4),
+    # 4 classes: class 1 has the smallest logit gap but its plane is 1 away (a decoy); class 2's is
+    # 0.1 away, inside the ball. The second member cannot be fooled.
+    "decoy": ([Affine([[0, 0], [0.1, 0], [0, 20], [0, 0]], [1, 0.9, -1, -5]), Affine([[0, 0]] * 4, [10, 0, 0, 0])],
+              [0.5, 0.5], 4, "linf", 0.15, 0, 0.5),
+    # Greedy: fooling member 1 (α 0.4) excludes fooling members 2 and 3 (0.3 + 0.3).
+    "greedy": ([binary((1, 0), 0.1), binary((-1, 0), 0.1), binary((-1, 0.2), 0.1)], [0.4, 0.3, 0.3], 2, "l2", 0.15,
+               1, 0.4),
+}
+
+
+def case(name: str):
+    modules, alphas, classes, norm, eps, label, minimum = CASES[name]
+    return ensemble(modules, alphas, classes), norm, eps, label, minimum
+
+
+def brute_force_minimum(model, norm: str, eps: float, label: int, points: int = 601) -> float:
+    grid = torch.linspace(-eps, eps, points)
+    dx, dy = torch.meshgrid(grid, grid, indexing="ij")
+    deltas = torch.stack([dx.flatten(), dy.flatten()], dim=1)
+    if norm == "l2":
+        deltas = deltas[deltas.norm(dim=1) <= eps]
+    inputs = (CENTRE + deltas).clamp(0, 1).view(-1, 1, 1, 2)
+    return float(model.correctness(inputs, torch.full((len(inputs),), label)).min())
+
+
+def attack_l(model, attack: str, params: dict, label: int, copies: int = 1) -> list[float]:
+    examples = [Example(i, CENTRE.view(1, 1, 2).clone(), label) for i in range(copies)]
+    outputs = build_attack(attack, params).run(model, examples, seed=0)
+    inputs = torch.stack([output.adversarial for output in outputs])
+    return model.correctness(inputs, torch.full((copies,), label)).tolist()
+
+
+def test_expected_accuracy_is_exact():
+    model = ensemble([binary((1, 0), 0.1), binary((-1, 0), 0.1), binary((0, 1), -0.05)], [0.5, 0.3, 0.2])
+    points = (CENTRE + torch.tensor([[0.0, 0.0], [-0.2, 0.0], [0.2, 0.2], [0.0, 0.1]])).view(-1, 1, 1, 2)
+    # member 1 right iff u1 > −0.1; member 2 iff u1 < 0.1; member 3 iff u2 > 0.05
+    expected = [0.5 + 0.3, 0.3, 0.5 + 0.2, 0.5 + 0.3 + 0.2]
+    assert model.correctness(points, torch.ones(4, dtype=torch.long)).tolist() == pytest.approx(expected, abs=1e-7)
+    assert model.correctness(points, torch.zeros(4, dtype=torch.long)).tolist() == pytest.approx(
+        [1 - value for value in expected], abs=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_brute_force_minimum_is_the_constructed_one(name):
+    model, norm, eps, label, minimum = case(name)
+    assert brute_force_minimum(model, norm, eps, label) == pytest.approx(minimum, abs=1e-6)
+    assert float(model.correctness(CENTRE.view(1, 1, 1, 2), torch.tensor([label]))) == 1.0
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_arc_reaches_the_minimum_except_where_greedy(name):
+    model, norm, eps, label, minimum = case(name)
+    (found,) = attack_l(model, "arc", {"norm": norm, "eps": eps}, label)
+    # ARC fools members greedily, largest α first: on the greedy case it ends at 0.6, not 0.4.
+    assert found == pytest.approx(0.6 if name == "greedy" else minimum, abs=1e-6)
+
+
+@pytest.mark.parametrize("name", ["thm42-l2", "thm42-linf"])
+@pytest.mark.parametrize("attack", ["apgd_rec", "apgd_rec_logits"])
+def test_adaptive_pgd_from_zero_stalls_on_thm42(name, attack):
+    model, norm, eps, label, _ = case(name)
+    # eq. 41: the expected loss's gradient is exactly 0 at δ = 0, so PGD never moves.
+    assert attack_l(model, attack, {"norm": norm, "eps": eps, "rand_init": False}, label) == [1.0]
+
+
+@pytest.mark.parametrize("name", ["fig2-l2", "fig2-linf"])
+def test_adaptive_pgd_follows_the_auxiliary_classifier_on_fig2(name):
+    model, norm, eps, label, _ = case(name)
+    assert attack_l(model, "apgd_rec", {"norm": norm, "eps": eps, "rand_init": False}, label) == [1.0]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_worst_case_over_arc_and_apgd_rec_reaches_the_minimum(name):
+    model, norm, eps, label, minimum = case(name)
+    found = min(attack_l(model, attack, {"norm": norm, "eps": eps}, label)[0] for attack in ("arc", "apgd_rec"))
+    assert found == pytest.approx(minimum, abs=1e-6)
+
+
+def test_greedy_case_apgd_finds_what_arc_misses():
+    model, norm, eps, label, minimum = case("greedy")
+    assert attack_l(model, "apgd_rec", {"norm": norm, "eps": eps, "rand_init": False}, label) == pytest.approx([0.4])
+
+
+def test_arc_with_the_papers_l2_step_stalls_on_thm42():
+    # η = ε/4 (the paper's ℓ2 setting): member 1's step stops short of its plane and is kept on a
+    # tie; member 2's step cancels it exactly; δ stays 0. Hence the suite's default η = ε.
+    model, norm, eps, label, _ = case("thm42-l2")
+    assert attack_l(model, "arc", {"norm": "l2", "eps": eps, "step": eps / 4}, label) == [1.0]
+
+
+def test_one_candidate_plane_follows_the_decoy():
+    model, norm, eps, label, _ = case("decoy")
+    assert attack_l(model, "arc", {"norm": norm, "eps": eps, "candidates": 1}, label) == [1.0]
+    assert attack_l(model, "arc", {"norm": norm, "eps": eps, "candidates": 2}, label) == pytest.approx([0.5])
+
+
+@pytest.mark.parametrize("attack", ["arc", "apgd_rec", "apgd_rec_logits", "pgd_member"])
+@pytest.mark.parametrize("norm", ["linf", "l2"])
+def test_ball_and_box_respected(attack, norm):
+    # A corner of the box: the ball sticks out of it.
+    model = ensemble([binary((1, 1), 0.05), binary((-1, 2), 0.05)], [0.7, 0.3])
+    eps = 0.3 if norm == "l2" else 0.2
+    examples = [Example(i, torch.tensor([[[0.05 * i, 1.0 - 0.05 * i]]]), 1) for i in range(4)]
+    for output, example in zip(build_attack(attack, {"norm": norm, "eps": eps}).run(model, examples, 0), examples):
+        delta = (output.adversarial - example.input).flatten()
+        size = delta.abs().max() if norm == "linf" else delta.norm()
+        assert float(size) <= eps + 1e-6
+        assert float(size) == pytest.approx(output.perturbation, abs=1e-6)
+        assert 0.0 <= float(output.adversarial.min()) and float(output.adversarial.max()) <= 1.0
+
+
+@pytest.mark.parametrize("attack", [("arc", {}), ("arc", {"rand_init": True, "restarts": 2}), ("apgd_rec", {}),
+                                    ("pgd_member", {"member": 1})])
+def test_deterministic_and_batch_size_independent(attack):
+    name, params = attack
+    model, norm, eps, label, _ = case("fig2-l2")
+    examples = [Example(i, (CENTRE + 0.01 * torch.tensor([i % 3, i % 2])).view(1, 1, 2), label) for i in range(6)]
+    built = build_attack(name, {"norm": norm, "eps": eps, **params})
+    whole = [output.adversarial for output in built.run(model, examples, 3)]
+    again = [output.adversarial for output in built.run(model, examples, 3)]
+    single = [built.run(model, [example], 3)[0].adversarial for example in examples]
+    for a, b, c in zip(whole, again, single):
+        assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_rec_attacks_refuse_a_deterministic_model():
+    single = from_module(binary((1, 0), 0.1), input_size=(1, 1, 2), labels=["0", "1"])
+    with pytest.raises(ConfigError, match="randomized ensembles"):
+        build_attack("arc", {}).check_model(single)
+    with pytest.raises(ConfigError, match="member 2 does not exist"):
+        build_attack("pgd_member", {"member": 2}).check_model(case("thm42-l2")[0])
+
+
+def test_served_forward_samples_members_with_their_probabilities():
+    from suite.seeding import example_generator
+
+    model = ensemble([binary((1, 0), 0.1), binary((-1, 0), -0.1)], [0.7, 0.3])  # member 2 is always wrong
+    batch = CENTRE.view(1, 1, 1, 2).expand(4000, 1, 1, 2)
+    generators = [example_generator(0, "served", i) for i in range(4000)]
+    answers = model.served_logits(batch, generators).argmax(dim=1)
+    assert float((answers == 1).float().mean()) == pytest.approx(0.7, abs=0.03)
+    again = model.served_logits(batch, [example_generator(0, "served", i) for i in range(4000)]).argmax(dim=1)
+    assert torch.equal(answers, again)  # seeded per example
+
+
+def test_probabilities_are_checked():
+    members = [binary((1, 0), 0.1), binary((-1, 0), 0.1)]
+    for alphas, message in [([0.5, 0.6], "sum to 1"), ([1.2, -0.2], r"\[0, 1\]"), ([1.0], "2 probabilities")]:
+        with pytest.raises(ConfigError, match=message):
+            ensemble(members, alphas)
