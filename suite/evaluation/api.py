@@ -156,7 +156,9 @@ def _model(model: ModelLike, dataset: DatasetLike) -> tuple[Classifier | None, M
         raise ConfigError(f"model must be a spec, a Classifier, an nn.Module or a (transformers model, tokenizer) pair, "
                           f"not {type(model).__name__}")
     info = classifier.info
-    spec = info.spec if ":" in info.spec.strip(":") else f"memory:{info.spec or type(classifier).__name__}"
+    # An ensemble built in memory is not a loadable ensemble: spec (whose members are names, not specs).
+    loadable = ":" in info.spec.strip(":") and not info.spec.startswith("ensemble:")
+    spec = info.spec if loadable else f"memory:{info.spec or type(classifier).__name__}"
     return classifier, ModelConfig(spec=spec, revision=info.revision, temperature=info.temperature)
 
 

@@ -1,0 +1,150 @@
+"""Randomized ensembles in the evaluation: exact scoring end to end, default attacks, the checks
+that steer towards ARC, the α sweep, and the BAT built-in (whose APGD number overstates)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+import suite
+from suite.data.base import Example
+from suite.evaluation.checks import check_ensemble_attacks, check_randomness
+from suite.evaluation.recipe import parse_recipe
+from suite.models import load_model
+from suite.models.wrap import from_module
+
+PAIR = "ensemble:0.7*builtin:digits-cnn-at,0.3*builtin:digits-cnn"
+
+
+def _records(directory):
+    return [json.loads(line) for line in (directory / "records.jsonl").read_text().splitlines()]
+
+
+def test_evaluate_scores_an_ensemble_with_its_exact_expected_accuracy(tmp_path):
+    attacks = [{"name": "arc", "eps": 0.15, "steps": 3}, {"name": "apgd_rec", "eps": 0.15, "steps": 5}]
+    results = suite.evaluate(PAIR, "builtin:digits", n=24, attacks=attacks, output=tmp_path)
+    records = _records(tmp_path)
+    clean = {r["id"]: r["correct"] for r in records if r["kind"] == "clean"}
+    attacked = {}
+    for record in records:
+        if record["kind"] == "attack":
+            attacked.setdefault(record["id"], []).append(record["robust"])
+    # Every value is a sum of member probabilities: 0, 0.3, 0.7 or 1.
+    for value in [*clean.values(), *(v for values in attacked.values() for v in values)]:
+        assert min(abs(value - level) for level in (0, 0.3, 0.7, 1)) < 1e-6
+    model = load_model(PAIR)
+    ids = sorted(clean)
+    assert results.clean_accuracy == pytest.approx(sum(clean.values()) / len(clean))
+    worst = [min([clean[i], *attacked.get(i, [])]) for i in ids]
+    assert results.worst_case_robust_accuracy == pytest.approx(sum(worst) / len(worst))
+    assert [m.probability for m in results.model.members] == [0.7, 0.3]
+    assert not any("without arc" in warning for warning in results.warnings)
+    assert model.info.extra["members"][0]["spec"] == "builtin:digits-cnn-at"
+
+
+def test_an_ensemble_runs_arc_apgd_rec_and_auto_by_default(tmp_path):
+    from suite.evaluation.options import RunOptions
+    from suite.evaluation.prepare import prepare
+    from suite.evaluation.recipe import TaskConfig
+
+    task = TaskConfig(model=PAIR, dataset={"spec": "builtin:digits", "n": 4})
+    prepared = prepare(task, RunOptions(output=tmp_path))
+    assert list(prepared.attacks) == ["arc", "apgd_rec", "auto"]
+
+
+def test_ensemble_without_arc_is_warned_about():
+    model = load_model(PAIR)
+    attacks = {"apgd_rec": suite.attacks.build_attack("apgd_rec", {})}
+    assert "without arc" in check_ensemble_attacks(model, attacks)[0]
+    attacks["arc"] = suite.attacks.build_attack("arc", {})
+    assert check_ensemble_attacks(model, attacks) == []
+    assert "without apgd_rec" in check_ensemble_attacks(model, {"arc": attacks["arc"]})[0]
+    assert check_ensemble_attacks(load_model("builtin:digits-cnn"), {"x": attacks["apgd_rec"]}) == []
+
+
+class Noisy(nn.Module):
+    """A randomized defence that is not an ensemble: noise added to the logits on every query."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.linear(x.flatten(1)) + torch.randn(len(x), 3)
+
+
+def test_outputs_that_change_across_identical_queries_are_warned_about():
+    examples = [Example(i, torch.rand(1, 2, 2), i % 3) for i in range(8)]
+    noisy = from_module(Noisy(), input_size=(1, 2, 2))
+    (warning,) = check_randomness(noisy, examples)
+    assert "change across identical queries" in warning and "ensemble:" in warning
+    deterministic = from_module(nn.Sequential(nn.Flatten(), nn.Linear(4, 3)), input_size=(1, 2, 2))
+    assert check_randomness(deterministic, examples) == []
+    assert check_randomness(load_model(PAIR), []) == []
+
+
+def test_alpha_sweep_expands_ensembles_and_keeps_the_baseline():
+    recipe = parse_recipe({
+        "name": "s", "sweep": {"alphas": [0.5, 1.0]},
+        "tasks": [
+            {"name": "rec", "model": {"spec": "ensemble:pair", "members": [
+                {"spec": "builtin:digits-cnn-at", "probability": 0.9},
+                {"spec": "builtin:digits-cnn", "probability": 0.06}, {"spec": "builtin:digits-cnn", "probability": 0.04}]},
+             "dataset": "builtin:digits", "attacks": ["arc"]},
+            {"name": "at", "model": "builtin:digits-cnn-at", "dataset": "builtin:digits", "attacks": ["pgd_linf"]},
+        ]})
+    tasks = {task.name: task for task in recipe.expanded_tasks()}
+    assert sorted(tasks) == ["at", "rec-a0.5", "rec-a1"]
+    assert [m.probability for m in tasks["rec-a0.5"].model.members] == pytest.approx([0.5, 0.3, 0.2])
+    assert [m.probability for m in tasks["rec-a1"].model.members] == [1.0, 0.0, 0.0]
+    assert tasks["at"].model.members is None
+    # A model that is not an ensemble keeps its identity (no members key).
+    assert "members" not in tasks["at"].identity(0)["model"]
+
+
+def test_alpha_sweep_writes_its_table_and_plot(tmp_path, capsys):
+    from suite.cli.run import run_loaded
+
+    recipe = parse_recipe({
+        "name": "sweep", "sweep": {"alphas": [0.5, 1.0]},
+        "tasks": [
+            {"name": "rec", "model": {"spec": "ensemble:pair", "members": [
+                {"spec": "builtin:digits-cnn-at", "probability": 0.5}, {"spec": "builtin:digits-cnn", "probability": 0.5}]},
+             "dataset": {"spec": "builtin:digits", "n": 6},
+             "attacks": [{"name": "arc", "eps": 0.15, "steps": 2}, {"name": "apgd_rec", "eps": 0.15, "steps": 2}]},
+            {"name": "at", "model": "builtin:digits-cnn-at", "dataset": {"spec": "builtin:digits", "n": 6},
+             "attacks": [{"name": "pgd_linf", "eps": 0.15, "steps": 2}]},
+        ]})
+    results = run_loaded(recipe, tmp_path, overwrite=False)
+    table = capsys.readouterr().out
+    assert "a=0.5" in table and "a=1" in table and "builtin:digits-cnn-at" in table
+    rows = (tmp_path / "alpha_sweep.csv").read_text().splitlines()
+    assert rows[0] == "task,model,alpha,attack,robust_accuracy,clean_accuracy"
+    assert len(rows) == 1 + 2 * 3 + 1  # 2 alphas × (arc, apgd_rec, worst case) + the baseline's attack
+    assert (tmp_path / "alpha_sweep.png").read_bytes()[:4] == b"\x89PNG"
+    at_alpha_one = next(r for r in results if r.task == "rec-a1")
+    assert at_alpha_one.clean_accuracy == next(r for r in results if r.task == "at").clean_accuracy
+
+
+def test_bat_builtin_overstates_robustness_under_adaptive_pgd(tmp_path):
+    """The BAT built-in: its partner is not robust; APGD (as the paper runs it) reports more
+    robustness than ARC, and more than the worst case the suite reports."""
+    model = load_model("builtin:digits-bat")
+    search = model.info.extra["bat_alpha_search"]
+    alpha = search["alpha"]
+    assert [m["probability"] for m in model.info.extra["members"]] == pytest.approx([alpha, 1 - alpha])
+    assert search["grid"][0]["alpha"] == 0.5 and search["grid"][-1]["alpha"] == 1.0
+    assert max(row["robust_accuracy"] for row in search["grid"]) == next(
+        row["robust_accuracy"] for row in search["grid"] if row["alpha"] == alpha)
+    partner = suite.evaluate("builtin:digits-cnn-bat", "builtin:digits", n=30,
+                             attacks=[{"name": "pgd_linf", "eps": 0.15, "steps": 10}])
+    assert partner.attacks["pgd_linf"].robust_accuracy <= 0.1
+    attacks = [{"name": "apgd_rec", "eps": 0.15, "steps": 20, "step": 0.0375, "rand_init": False},
+               {"name": "arc", "eps": 0.15, "steps": 10}]
+    results = suite.evaluate("builtin:digits-bat", "builtin:digits", n=60, attacks=attacks, output=tmp_path)
+    apgd, arc = (results.attacks[key].robust_accuracy for key in ("apgd_rec", "arc"))
+    assert arc < apgd - 0.05
+    assert results.worst_case_robust_accuracy <= arc
