@@ -148,3 +148,34 @@ def test_bat_builtin_overstates_robustness_under_adaptive_pgd(tmp_path):
     apgd, arc = (results.attacks[key].robust_accuracy for key in ("apgd_rec", "arc"))
     assert arc < apgd - 0.05
     assert results.worst_case_robust_accuracy <= arc
+
+
+@pytest.mark.parametrize("name", ["arc", "apgd_rec"])
+def test_ensemble_attacks_on_cnns_do_not_depend_on_the_batch(name, digits_examples):
+    model = load_model(PAIR)
+    examples = digits_examples[:12]
+    labels = torch.tensor([example.label for example in examples])
+    attack = suite.attacks.build_attack(name, {"eps": 0.15, "steps": 3})
+    together = attack.run(model, examples, 0)
+    alone = [attack.run(model, [example], 0)[0] for example in examples]
+    # The expected accuracy each adversarial input gets is identical; batched conv kernels round
+    # differently from single-example ones, so the pixels agree to float noise (as test_attacks).
+    scored = [model.correctness(torch.stack([o.adversarial for o in outputs]), labels) for outputs in (together, alone)]
+    assert torch.equal(scored[0], scored[1])
+    assert float(scored[0].mean()) < float(model.correctness(torch.stack([e.input for e in examples]), labels).mean())
+    for a, b in zip(together, alone):
+        torch.testing.assert_close(a.adversarial, b.adversarial, atol=2e-3, rtol=0)
+        assert a.perturbation <= 0.15 + 1e-6
+
+
+def test_a_served_temperature_passes_through_to_the_members(digits_examples):
+    from suite.models.config import ModelConfig
+
+    hot = load_model(ModelConfig(spec=PAIR, temperature=4.0))
+    plain = load_model(PAIR)
+    x = torch.stack([example.input for example in digits_examples[:4]])
+    y = torch.tensor([example.label for example in digits_examples[:4]])
+    assert torch.allclose(hot.member_logits(x) * 4.0, plain.member_logits(x), atol=1e-5)
+    assert torch.equal(hot.correctness(x, y), plain.correctness(x, y))
+    found = suite.attacks.build_attack("arc", {"eps": 0.15, "steps": 2}).run(hot, digits_examples[:2], 0)
+    assert len(found) == 2

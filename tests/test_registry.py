@@ -49,8 +49,8 @@ def test_shipped_registries_resolve():
     from suite.models.registry import BUILTIN_MODELS, MODEL_SCHEMES
 
     assert {"fgm_linf", "fgm_l2", "pgd_linf", "pgd_l2", "pgd_t_linf", "pgd_t_l2", "beta", "apgd_ce", "apgd_dlr", "apgd_t", "auto", "auto_plus", "ta_apgd_ce", "ta_apgd_t", "fab_t",
-            "square", "autoattack", "deepwordbug"} <= set(ATTACKS.names())
-    assert set(MODEL_SCHEMES.names()) == {"builtin", "hf", "timm"}
-    assert {"digits-cnn", "sentiment-tiny"} <= set(BUILTIN_MODELS.names())
+            "square", "autoattack", "deepwordbug", "arc", "apgd_rec", "apgd_rec_logits", "pgd_member"} <= set(ATTACKS.names())
+    assert set(MODEL_SCHEMES.names()) == {"builtin", "ensemble", "hf", "timm"}
+    assert {"digits-cnn", "sentiment-tiny", "digits-cnn-bat", "digits-bat"} <= set(BUILTIN_MODELS.names())
     for name in MODEL_SCHEMES:
         assert callable(MODEL_SCHEMES.get(name))
