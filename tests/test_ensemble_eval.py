@@ -43,6 +43,13 @@ def test_evaluate_scores_an_ensemble_with_its_exact_expected_accuracy(tmp_path):
     assert [m.probability for m in results.model.members] == [0.7, 0.3]
     assert not any("without arc" in warning for warning in results.warnings)
     assert model.info.extra["members"][0]["spec"] == "builtin:digits-cnn-at"
+    # On the leaderboard an ensemble's members and probabilities stay with it.
+    from suite.report import leaderboard
+
+    board, added, _ = leaderboard.add([tmp_path / "results.json"], tmp_path / "board" / "leaderboard.json")
+    (entry,) = board.entries
+    assert [(m.spec, m.probability) for m in entry.members] == [("builtin:digits-cnn-at", 0.7), ("builtin:digits-cnn", 0.3)]
+    assert "0.7×builtin:digits-cnn-at + 0.3×builtin:digits-cnn" in leaderboard.rows(board)[0]["model"]
 
 
 def test_an_ensemble_runs_arc_apgd_rec_and_auto_by_default(tmp_path):

@@ -119,6 +119,7 @@ def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
             model_spec=results.model.spec,
             revision=results.model.revision,
             temperature=results.model.temperature,
+            members=None if results.model.members is None else [m.model_dump() for m in results.model.members],
             clean_accuracy=results.clean_accuracy,
             clean_accuracy_ci=_interval(results.clean_accuracy_ci, results.clean_accuracy, n),
             robust_accuracy={key: entry.robust_accuracy for key, entry in attacks.items()},
@@ -364,7 +365,7 @@ def rows(board: Leaderboard, task: str | None = None, threat_model: str | None =
         {
             "task": e.task,
             "threat model": e.threat_label(),
-            "model": e.model,
+            "model": e.model if not e.members else f"{e.model} ({members_label(e.members)})",
             "revision": e.revision or "-",
             "clean [95% CI]": _percent(e.clean_accuracy, e.clean_accuracy_ci),
             "worst case [95% CI]": _percent(e.worst_case_robust_accuracy, e.worst_case_robust_accuracy_ci),
@@ -375,3 +376,8 @@ def rows(board: Leaderboard, task: str | None = None, threat_model: str | None =
         for e in selected
     ]
     return [{column: printable(cell) for column, cell in row.items()} for row in table]
+
+
+def members_label(members) -> str:
+    """``0.85×builtin:a + 0.15×builtin:b``: a randomized ensemble's members and probabilities."""
+    return " + ".join(f"{member.probability:g}×{member.spec}" for member in members)

@@ -42,6 +42,14 @@ class Illusion(_Strict):
     findings: list[str]
 
 
+class Member(_Strict):
+    """One member of a randomized ensemble."""
+
+    spec: str
+    revision: str | None
+    probability: float = Field(ge=0, le=1, description="the probability α_i that the member answers a query")
+
+
 class Entry(_Strict):
     """One (task, threat model, model, revision) row of the leaderboard."""
 
@@ -71,6 +79,8 @@ class Entry(_Strict):
     warnings: list[str] = Field(description="sanity-check warnings of the run (possible gradient masking...)")
     dataset_fingerprint: str | None = None
     recipe_task: str = Field(description="task name in the recipe (evaluate for one-command runs)")
+    members: list[Member] | None = Field(
+        None, description="a randomized ensemble's members; its accuracies are exact expectations over them")
 
     @model_validator(mode="after")
     def _consistent(self) -> Entry:
