@@ -28,6 +28,10 @@ Deviations from the paper (each is a parameter):
 - ``rand_init`` (off by default, as the paper's δ = 0) starts from a uniform point of the ball;
   with ``restarts`` > 1 only examples with L > 0 restart, and the lowest L is kept.
 - An example stops once L = 0.
+- Members of equal α are visited in member order (line 4 leaves ties open; the official code
+  visits them last first).
+- A local step that cancels out (‖δ_l + βg‖_p ≤ 1e-6·η, line 22's 0/0) is no step (see
+  :func:`_rescale`).
 
 ARC is consistent for binary linear members (Thm 5.1), not optimal: it fools members greedily,
 largest α first. With α = (0.4, 0.3, 0.3), where fooling the first member alone gives L = 0.6 but
@@ -48,7 +52,7 @@ from pydantic import Field
 from suite.attacks.base import register_attack
 from suite.attacks.image.driver import EVALUATION, SearchMode, autocast
 from suite.attacks.image.norms import _per_example
-from suite.attacks.image.rec import L_TOLERANCE, RECAttack, ensemble_state
+from suite.attacks.image.rec import L_TOLERANCE, RECAttack, EnsembleState
 
 #: ρ as a fraction of ε (the paper: "we set ρ = 0.05ϵ").
 RHO = 0.05
@@ -80,7 +84,7 @@ class ARC(RECAttack):
                 "rand_init": self.rand_init, "candidates": self.candidates, "rho": RHO * self.eps}
 
     def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
-        state = ensemble_state(model)
+        state = EnsembleState(model)
         n = len(x)
         best = x.clone()
         best_l = model.correctness(x, y).to(x.device)

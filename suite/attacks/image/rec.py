@@ -25,7 +25,6 @@ minimum of L everywhere.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -33,13 +32,12 @@ import torch
 from pydantic import Field
 
 from suite.attacks.base import AttackOutput, register_attack
-from suite.attacks.image.driver import EVALUATION, NormChoiceAttack, SearchMode, autocast, image_outputs
+from suite.attacks.image.driver import EVALUATION, NormChoiceAttack, SearchMode, autocast
 from suite.data.base import Example
 from suite.errors import ConfigError
 from suite.losses import cross_entropy, reduce_loss
 from suite.models.base import Classifier
 from suite.models.ensemble import is_ensemble
-from suite.seeding import example_generator
 
 #: L values closer than this are equal (L is a sum of float64 probabilities stored as float32).
 L_TOLERANCE = 1e-6
@@ -52,7 +50,7 @@ def require_ensemble(attack: str, model: Classifier) -> None:
                           f"(use an ensemble: model, or another attack)")
 
 
-class ensemble_state:  # noqa: N801  (a tiny record, used like a function)
+class EnsembleState:
     """The ensemble's members with α_i > 0, their probabilities and the argsort by decreasing α."""
 
     def __init__(self, model: Classifier) -> None:
@@ -93,23 +91,18 @@ class RECAttack(NormChoiceAttack):
 
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
         require_ensemble(self.name, model)
-        start = time.perf_counter()
-        x = torch.stack([example.input for example in examples]).to(model.device, torch.float32)
-        y = torch.tensor([example.label for example in examples], device=model.device)
-        generators = [example_generator(seed, self.name, example.id) for example in examples]
-        adversarial, queries = self._perturb(model, x, y, generators)
-        return image_outputs(self.geometry, x, adversarial, queries, time.perf_counter() - start)
+        return super().run(model, examples, seed)
 
-    def _loss(self, logits: torch.Tensor, y: torch.Tensor, state: ensemble_state) -> torch.Tensor:
+    def _loss(self, logits: torch.Tensor, y: torch.Tensor, state: EnsembleState) -> torch.Tensor:
         """Per-example loss to maximise from the M×N×C logits of the active members."""
         raise NotImplementedError
 
-    def _members(self, state: ensemble_state) -> list[int] | None:
+    def _members(self, state: EnsembleState) -> list[int] | None:
         """Members whose logits the loss needs besides the active ones (``None``: the active)."""
         return None
 
     def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
-        state = ensemble_state(model)
+        state = EnsembleState(model)
         n = len(x)
         best = x.clone()
         best_l = model.correctness(x, y).to(x.device)
@@ -196,14 +189,16 @@ class PGDMember(RECAttack):
 
     member: int | None = Field(None, ge=0)
 
-    def _target(self, state: ensemble_state) -> int:
+    def _target(self, state: EnsembleState) -> int:
         return state.active[state.order[0]] if self.member is None else self.member
 
-    def _members(self, state: ensemble_state) -> list[int]:
-        return [*state.active, self._target(state)]
+    def _members(self, state: EnsembleState) -> list[int] | None:
+        target = self._target(state)
+        return None if target in state.active else [*state.active, target]
 
     def _loss(self, logits, y, state):
-        return cross_entropy(logits[len(state.active)], y)
+        target = self._target(state)
+        return cross_entropy(logits[state.active.index(target) if target in state.active else len(state.active)], y)
 
     def check_model(self, model: Classifier) -> None:
         super().check_model(model)
