@@ -12,7 +12,10 @@ from suite.errors import ConfigError
 
 from helpers import run_judged
 
-IMAGE_ATTACKS = [name for name in ATTACKS.names() if ATTACKS.get(name).modality == "image"]
+#: Point-wise attacks that run on any image model. The attacks on randomized ensembles
+#: (test_ensemble.py) and the distributional ones (test_wda.py) have their own contract tests.
+IMAGE_ATTACKS = [name for name in ATTACKS.names() if ATTACKS.get(name).modality == "image"
+                 and ATTACKS.get(name).requires is None and ATTACKS.get(name).metric == "pointwise"]
 #: Our own gradient attacks (seeded per example); the rest are torchattacks baselines.
 OWN_ATTACKS = [name for name in IMAGE_ATTACKS if issubclass(ATTACKS.get(name), GradientAttack)]
 BASELINES = [name for name in IMAGE_ATTACKS if name not in OWN_ATTACKS]

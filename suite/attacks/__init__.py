@@ -12,6 +12,7 @@ from suite.attacks.image import beta as _beta  # noqa: F401  (registers beta)
 from suite.attacks.image import fgm as _fgm  # noqa: F401  (registers fgm_*)
 from suite.attacks.image import pgd as _pgd  # noqa: F401  (registers pgd_*, pgd_t_*)
 from suite.attacks.image import rec as _rec  # noqa: F401  (registers apgd_rec, apgd_rec_logits, pgd_member)
+from suite.attacks.image import wda as _wda  # noqa: F401  (registers wda, wda_pp)
 from suite.attacks.text import recipes as _recipes  # noqa: F401  (registers the TextAttack recipes)
 from suite.attacks.text import transfer as _transfer  # noqa: F401  (registers transfer)
 

@@ -87,6 +87,9 @@ class Attack(BaseModel):
     modality: ClassVar[str]
     access: ClassVar[Access] = "white-box"
     metric: ClassVar[Metric] = "pointwise"
+    #: ``ensemble``: the attack runs on randomized ensembles only (:meth:`check_model` refuses
+    #: other models); ``None``: on any model of its modality.
+    requires: ClassVar[str | None] = None
     #: Bumped whenever a change to the attack changes what it finds for the same
     #: hyperparameters: part of a run's identity, so records of the old version are not resumed.
     version: ClassVar[int] = 1

@@ -40,7 +40,7 @@ Precision = Literal["fp32", "fp16", "bf16"]
 # dtype names, not torch dtypes: a module-level torch attribute would load torch at import
 _AUTOCAST_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 #: Default ε per threat model when an attack is given none.
-DEFAULT_EPS = {"linf": 8 / 255, "l2": 0.5}
+DEFAULT_EPS = {"linf": 8 / 255, "l2": 0.5, "l1": 12.0}  # l1 (distributional attacks): RobustBench's CIFAR-10 radius
 
 
 def with_default_eps(data: Any) -> Any:

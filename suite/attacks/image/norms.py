@@ -1,7 +1,8 @@
 """Threat-model geometry shared by the gradient attacks: one class per norm.
 
-Each norm knows its random start, its steepest-ascent step, its projection onto the ε-ball and
-how to measure a perturbation. All operate per example on N×C×H×W tensors.
+Each norm knows its random start, its steepest-ascent step (the dual-norm maximiser: sign for L∞,
+the normalised gradient for L2, a signed one-hot for L1), its projection onto the ε-ball and how to
+measure a perturbation. All operate per example on N×C×H×W tensors.
 """
 
 from __future__ import annotations
@@ -89,5 +90,56 @@ class L2Floored(L2):
         return size * grad / _per_example(squares.sqrt())
 
 
+def project_l1(delta: torch.Tensor, eps: float) -> torch.Tensor:
+    """Closest point (Euclidean) of the L1 ball of radius ``eps``, per example: soft-thresholding
+    at the θ of Duchi et al., "Efficient Projections onto the l1-Ball for Learning in High
+    Dimensions", ICML 2008, Fig. 1 (sort the magnitudes, find the last index where the running
+    mean stays below them). Examples already inside the ball are returned as they are."""
+    flat = delta.flatten(1)
+    magnitudes = flat.abs()
+    inside = magnitudes.sum(dim=1) <= eps
+    if bool(inside.all()):
+        return delta
+    ordered = magnitudes.sort(dim=1, descending=True).values
+    cumulative = ordered.cumsum(dim=1) - eps
+    index = torch.arange(1, flat.shape[1] + 1, device=flat.device, dtype=flat.dtype)
+    support = (ordered * index > cumulative).sum(dim=1, keepdim=True).clamp_min(1)
+    theta = cumulative.gather(1, support - 1) / support.to(flat.dtype)
+    projected = flat.sign() * (magnitudes - theta).clamp_min(0)
+    return torch.where(inside.view(-1, 1), flat, projected).view_as(delta)
+
+
+class L1:
+    """L1 threat model: ‖δ‖₁ ≤ ε (the distributional attacks' cost norm r = 1)."""
+
+    name = "l1"
+
+    @staticmethod
+    def random_start(shape: torch.Size, eps: float, generator: torch.Generator) -> torch.Tensor:
+        # Uniform in the L1 ball: a Laplace direction on the sphere, radius ε·U^(1/d).
+        uniform = torch.rand(shape, generator=generator).clamp(1e-12, 1 - 1e-12)
+        laplace = torch.log(uniform) * torch.where(torch.rand(shape, generator=generator) < 0.5, -1.0, 1.0)
+        direction = laplace / laplace.abs().sum().clamp_min(1e-12)
+        radius = eps * torch.rand((), generator=generator) ** (1.0 / direction.numel())
+        return direction * radius
+
+    @staticmethod
+    def step(grad: torch.Tensor, size: float) -> torch.Tensor:
+        """``size`` times the L1 steepest-ascent direction: a signed one-hot at the largest |g|
+        (the maximiser of ⟨g, h⟩ over ‖h‖₁ = 1)."""
+        flat = grad.flatten(1)
+        index = flat.abs().argmax(dim=1, keepdim=True)
+        step = torch.zeros_like(flat).scatter(1, index, flat.gather(1, index).sign())
+        return size * step.view_as(grad)
+
+    project = staticmethod(project_l1)
+
+    @staticmethod
+    def measure(delta: torch.Tensor) -> torch.Tensor:
+        return delta.flatten(1).abs().sum(dim=1)
+
+
 #: Threat models by the name recorded in results.
 NORMS: dict[str, type] = {"linf": Linf, "l2": L2}
+#: The cost norms r of the distributional attacks (L1 is theirs only).
+COST_NORMS: dict[str, type] = {**NORMS, "l1": L1}
