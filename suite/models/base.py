@@ -115,6 +115,11 @@ class Classifier(ABC):
         use it; views such as a temperature pass it through, so attacks never unwrap a model."""
         raise TypeError(f"{self.info.name} has no input embeddings to take gradients through")
 
+    def lipschitz_bound(self) -> tuple[float | None, str]:
+        """A certified upper bound on the L2 Lipschitz constant of [0, 1] pixels ↦ logits, and how
+        it was obtained; ``(None, reason)`` where the suite has none (:mod:`suite.models.lipschitz`)."""
+        return None, f"no certified Lipschitz bound for {type(self).__name__} models"
+
     def weights_hash(self) -> str:
         """A content hash of the weights the model serves (run identity and results use it, so a
         model retrained in place is never mistaken for the old one).

@@ -55,6 +55,10 @@ class TemperatureScaled(Classifier):
         # A randomized ensemble's members serve at the same temperature (AttributeError otherwise).
         return self.base.member_logits(batch, **kwargs) / self.temperature
 
+    def lipschitz_bound(self) -> tuple[float | None, str]:
+        bound, how = self.base.lipschitz_bound()
+        return (None if bound is None else bound / self.temperature), how
+
     def weights_hash(self) -> str:
         return self.base.weights_hash()
 

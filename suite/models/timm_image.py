@@ -61,6 +61,11 @@ class TimmImageClassifier(TorchClassifier):
         self.labels = labels
         self.info = info
 
+    def lipschitz_bound(self) -> tuple[float | None, str]:
+        from suite.models.lipschitz import network_bound
+
+        return network_bound(self.module, self.input_size, self.std.flatten().tolist())
+
     def _forward(self, batch: torch.Tensor) -> torch.Tensor:
         if batch.ndim != 4 or tuple(batch.shape[1:]) != self.input_size:
             raise ValueError(f"expected images of shape N×{'×'.join(map(str, self.input_size))}, got {tuple(batch.shape)}")

@@ -1,0 +1,218 @@
+"""Certificate bounds for the W_1 ball (Le et al., Thm 3.1/3.3, Cor. 3.2, eq. 17).
+
+For a loss ℓ of the logits θ(x) ∈ R^K and the ground cost ‖x′ − x‖_r (s its dual norm):
+
+    E_PN[ℓ] + l·ε  ≤  sup_{W_1(P, P_N) ≤ ε} E_P[ℓ]  ≤  E_PN[ℓ] + L·ε,
+
+with L = 2^(1/r)·sup_x ‖J(x)‖_{r→s} (2^(1/r) bounds ‖∇_θ ℓ‖_r for cross-entropy and for the
+margin max_{k′≠y} θ_k′ − θ_y, the paper's eq. 12–13) and l the steepest rival rate
+max_{k′≠k} ‖J(x)ᵀ(e_k′ − e_k)‖_s along rays on which θ stays affine.
+
+What this module reports, and what it calls a bound (the paper's statements do not all hold as
+written; see the README):
+
+- ``upper_bound`` = E + L_global·ε with L_global from the model's certified global Lipschitz
+  constant (:meth:`~suite.models.base.Classifier.lipschitz_bound`, a product of operator norms)
+  times the Hölder factor (nK)^(1/2 − 1/r)_+ of Cor. 3.4 / eq. 10. It is a bound. A maximum of
+  ‖J‖ over the data points (``upper_estimate``, L_N) is not: a network can be flat at every data
+  point and steep between them.
+- ``lower_bound`` = the loss of the explicit distribution of eq. 17: the data point and rival with
+  the steepest rate l_N send a fraction Nε/t of their mass a distance t along the rate's dual-norm
+  direction. It is in the W_1 ball, so its loss is a bound on the sup, for any model, whenever the
+  far point is in the input domain: on [0, 1] pixels (``boxed``) it is not, and none is given.
+  As t → ∞ it tends to E + l_N·ε for a model affine along the ray (a linear model); for a ReLU
+  network the cone-free l_N (``lower_limit`` = E + l_N·ε) is an estimate, not a bound.
+- ‖J‖_{r→s} per example: r = 2 its largest singular value; r = 1 its largest |entry|; r = ∞
+  max over sign vectors σ of ‖Jᵀσ‖₁ (exact for K ≤ :data:`MAX_EXACT_CLASSES`; beyond, the bound
+  √(nK)·σ_max, flagged).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from suite.data.base import Example
+from suite.errors import ConfigError
+from suite.losses import cross_entropy, margin
+from suite.models.base import Classifier
+
+CertLoss = Literal["ce", "margin"]
+CostNorm = Literal["linf", "l2", "l1"]
+#: r of each cost norm, and s, its dual.
+ORDER = {"linf": math.inf, "l2": 2.0, "l1": 1.0}
+DUAL = {"linf": 1.0, "l2": 2.0, "l1": math.inf}
+#: Classes up to which ‖J‖_{∞→1} is computed exactly (2^(K−1) sign vectors).
+MAX_EXACT_CLASSES = 16
+#: How far eq. 17's point travels along its ray (× max(1, Nε)) on an unbounded domain.
+RAY_LENGTH = 1e8
+
+
+def jacobians(model: Classifier, x: torch.Tensor, chunk: int = 32) -> torch.Tensor:
+    """Per-example input Jacobians of the logits, N×K×n (float64, CPU), batched with
+    ``torch.func.vmap(jacrev(...))``: no per-example Python loop."""
+    def logits(point: torch.Tensor) -> torch.Tensor:
+        return model.logits(point.unsqueeze(0), grad=True)[0]
+
+    batched = torch.func.vmap(torch.func.jacrev(logits))
+    parts = [batched(x[start : start + chunk].to(model.device, torch.float32)).flatten(2).double().cpu()
+             for start in range(0, len(x), chunk)]
+    return torch.cat(parts) if parts else torch.empty(0, model.num_classes, int(math.prod(x.shape[1:])))
+
+
+def jacobians_loop(model: Classifier, x: torch.Tensor) -> torch.Tensor:
+    """The same Jacobians with one backward pass per example and class (the reference the
+    benchmark compares :func:`jacobians` with)."""
+    rows = []
+    for point in x:
+        inputs = point.unsqueeze(0).to(model.device, torch.float32).requires_grad_(True)
+        logits = model.logits(inputs, grad=True)[0]
+        rows.append(torch.stack([torch.autograd.grad(logits[k], inputs, retain_graph=True)[0].flatten()
+                                 for k in range(len(logits))]).double().cpu())
+    return torch.stack(rows)
+
+
+def operator_norms(jacobian: torch.Tensor, norm: CostNorm) -> tuple[torch.Tensor, bool]:
+    """‖J_i‖_{r→s} per example, and whether the values are exact (else upper bounds)."""
+    if norm == "l2":
+        return torch.linalg.matrix_norm(jacobian, ord=2), True
+    if norm == "l1":
+        return jacobian.abs().amax(dim=(1, 2)), True
+    classes, inputs = jacobian.shape[1], jacobian.shape[2]
+    if classes > MAX_EXACT_CLASSES:
+        return math.sqrt(inputs * classes) * torch.linalg.matrix_norm(jacobian, ord=2), False
+    # max_{‖u‖∞ ≤ 1} ‖Ju‖₁ = max_σ ‖Jᵀσ‖₁ over σ ∈ {±1}^K (σ and −σ give the same value).
+    codes = torch.arange(2 ** (classes - 1)).view(-1, 1)
+    signs = 1.0 - 2.0 * ((codes >> torch.arange(classes - 1)) & 1).double()
+    signs = torch.cat([torch.ones(len(signs), 1, dtype=torch.float64), signs], dim=1)
+    return torch.stack([(signs @ matrix).abs().sum(dim=1).max() for matrix in jacobian]), True
+
+
+def rival_rates(jacobian: torch.Tensor, labels: torch.Tensor, norm: CostNorm) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per example, max_{k≠y} ‖J ᵀ(e_k − e_y)‖_s and the rival k attaining it."""
+    gaps = jacobian - jacobian[torch.arange(len(labels)), labels].unsqueeze(1)
+    rates = torch.linalg.vector_norm(gaps, ord=DUAL[norm], dim=2)
+    rates[torch.arange(len(labels)), labels] = -math.inf
+    best = rates.max(dim=1)
+    return best.values, best.indices
+
+
+def loss_of(name: CertLoss, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per-example cross-entropy, or the margin max_{k≠y} θ_k − θ_y (the paper's eq. 13 "DLR")."""
+    return cross_entropy(logits, labels) if name == "ce" else margin(logits, labels)
+
+
+def unit_direction(vector: torch.Tensor, norm: CostNorm) -> torch.Tensor:
+    """M_r(v): the unit-‖·‖_r vector u maximising ⟨v, u⟩ (sign; normalised; signed one-hot)."""
+    if norm == "linf":
+        return vector.sign()
+    if norm == "l2":
+        return vector / vector.norm().clamp_min(1e-300)
+    direction = torch.zeros_like(vector)
+    index = int(vector.abs().argmax())
+    direction[index] = vector[index].sign()
+    return direction
+
+
+@dataclass
+class Certificate:
+    """The bounds of one model, data set, cost norm and loss over a grid of ε.
+
+    Attributes:
+        rows: One dict per ε: ``eps``, ``empirical`` (E_PN[ℓ]), ``lower_bound`` (eq. 17's loss, or
+            None), ``lower_limit`` (E + l_N·ε, an estimate), ``upper_bound`` (E + L·ε, certified,
+            or None), ``upper_estimate`` (E + L_N·ε, not a bound).
+        notes: What is and is not a bound here, in words.
+    """
+
+    norm: CostNorm
+    loss: CertLoss
+    n: int
+    empirical: float
+    lower_rate: float
+    lower_rate_at: dict[str, Any]
+    upper_rate: float | None
+    upper_rate_how: str
+    upper_rate_data: float
+    upper_rate_data_exact: bool
+    boxed: bool
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def certify(model: Classifier, examples: Sequence[Example], *, norm: CostNorm = "l2", loss: CertLoss = "ce",
+            eps: Sequence[float] = (0.1,), boxed: bool = True) -> Certificate:
+    """The W_1 certificate of ``model`` on ``examples`` (its empirical distribution P_N).
+
+    Args:
+        boxed: Inputs are confined to [0, 1] (images): eq. 17's far point is outside the domain,
+            so no lower bound is given. ``False`` certifies the model on all of R^n.
+    """
+    if model.modality != "image":
+        raise ConfigError("certify works on image models (input Jacobians of [0, 1] pixels)")
+    if not examples:
+        raise ConfigError("certify needs at least one example")
+    x = torch.stack([example.input for example in examples]).float()
+    y = torch.tensor([example.label for example in examples])
+    with torch.no_grad():
+        losses = loss_of(loss, model.logits(x.to(model.device)).double().cpu(), y)
+    empirical = float(losses.mean())
+    jacobian = jacobians(model, x)
+    rates, rivals = rival_rates(jacobian, y, norm)
+    star = int(rates.argmax())
+    lower_rate = float(rates[star])
+    factor = 2 ** (1 / ORDER[norm])  # 2^(1/r): 1 for r = ∞
+    norms, exact = operator_norms(jacobian, norm)
+    upper_data = factor * float(norms.max())
+    lipschitz, how = model.lipschitz_bound()
+    inputs, classes = jacobian.shape[2], jacobian.shape[1]
+    holder = (inputs * classes) ** max(0.0, 0.5 - 1 / ORDER[norm])  # ‖·‖_{r→s} ≤ this · ‖·‖_{2→2}
+    upper_rate = None if lipschitz is None else factor * holder * lipschitz
+    certificate = Certificate(
+        norm=norm, loss=loss, n=len(examples), empirical=empirical, lower_rate=lower_rate,
+        lower_rate_at={"id": examples[star].id, "label": int(y[star]), "rival": int(rivals[star])},
+        upper_rate=upper_rate, upper_rate_how=how, upper_rate_data=upper_data, upper_rate_data_exact=exact,
+        boxed=boxed)
+    direction = unit_direction(jacobian[star, rivals[star]] - jacobian[star, y[star]], norm)
+    for radius in eps:
+        certificate.rows.append({
+            "eps": float(radius), "empirical": empirical,
+            "lower_bound": None if boxed else _construction(model, x[star], y[star], direction, losses[star],
+                                                            empirical, float(radius), len(examples), loss),
+            "lower_limit": empirical + lower_rate * radius,
+            "upper_bound": None if upper_rate is None else empirical + upper_rate * radius,
+            "upper_estimate": empirical + upper_data * radius,
+        })
+    certificate.notes = _notes(certificate, how)
+    return certificate
+
+
+def _construction(model, point, label, direction, own_loss, empirical, eps, n, loss) -> float:
+    """E_P[ℓ] of eq. 17's distribution: P_N with a fraction Nε/t of one point's mass moved a
+    distance t along ``direction`` (W_1 cost exactly ε)."""
+    if eps == 0:
+        return empirical
+    distance = RAY_LENGTH * max(1.0, n * eps)
+    far = point.double() + distance * direction.view_as(point)
+    with torch.no_grad():
+        logits = model.logits(far.float().unsqueeze(0).to(model.device)).double().cpu()
+    gain = float(loss_of(loss, logits, label.view(1))[0]) - float(own_loss)
+    return empirical + eps / distance * gain
+
+
+def _notes(certificate: Certificate, how: str) -> list[str]:
+    notes = [f"upper bound: {how}" if certificate.upper_rate is not None else f"no certified upper bound: {how}",
+             "upper_estimate (E + L_N·eps, L_N the largest ‖J‖ at a data point) is an estimate, not a bound"]
+    if certificate.boxed:
+        notes.append("no lower bound: inputs are confined to [0, 1], and eq. 17's ray leaves the domain "
+                     "(certify the unboxed model for one); lower_limit (E + l_N·eps) is an estimate")
+    else:
+        notes.append("lower bound: the loss of eq. 17's distribution (inside the W_1 ball); lower_limit "
+                     "(E + l_N·eps) is its limit for a model affine along the ray, an estimate otherwise")
+    if not certificate.upper_rate_data_exact:
+        notes.append("‖J‖_{∞→1} with more than 16 classes: bounded by √(nK)·σ_max, not computed exactly")
+    return notes

@@ -1,0 +1,138 @@
+"""WDRO certificates (Le et al., Sec. 3): closed forms on linear models, the eq. 17 construction,
+the certified global bound against every attack's loss, and the paper's statements that fail as
+written (kept as counterexamples: what the report calls a bound must be one)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from suite.certify import certify, jacobians, jacobians_loop, operator_norms
+from suite.data.base import Example
+from suite.evaluation.certification import certification_report
+from suite.models.wrap import from_module
+
+
+def _linear(classes: int = 4, inputs: int = 6, seed: int = 0):
+    torch.manual_seed(seed)
+    layer = nn.Linear(inputs, classes)
+    model = from_module(nn.Sequential(nn.Flatten(), layer), input_size=(1, 1, inputs))
+    points = torch.rand(10, 1, 1, inputs)
+    labels = model.logits(points).argmax(dim=1)
+    labels[::3] = (labels[::3] + 1) % classes  # some misclassified points too
+    examples = [Example(i, x, int(label)) for i, (x, label) in enumerate(zip(points, labels))]
+    return model, layer.weight.detach().double(), examples
+
+
+def test_batched_jacobians_equal_the_per_example_loop(digits_model, digits_examples):
+    x = torch.stack([example.input for example in digits_examples[:5]])
+    torch.testing.assert_close(jacobians(digits_model, x), jacobians_loop(digits_model, x), atol=1e-5, rtol=1e-5)
+
+
+def test_operator_norms_match_their_closed_forms():
+    _, weight, _ = _linear()
+    jacobian = weight.unsqueeze(0)
+    assert float(operator_norms(jacobian, "l2")[0][0]) == pytest.approx(float(torch.linalg.matrix_norm(weight, ord=2)))
+    assert float(operator_norms(jacobian, "l1")[0][0]) == pytest.approx(float(weight.abs().max()))
+    brute = max(float((weight @ torch.tensor(u, dtype=torch.float64)).abs().sum())
+                for u in itertools.product([-1.0, 1.0], repeat=weight.shape[1]))  # vertices of the L∞ ball
+    value, exact = operator_norms(jacobian, "linf")
+    assert exact and float(value[0]) == pytest.approx(brute)
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf", "l1"])
+def test_linear_model_rates_and_bounds(norm):
+    model, weight, examples = _linear()
+    certificate = certify(model, examples, norm=norm, eps=[0.0, 0.5, 2.0], boxed=False)
+    dual = {"l2": 2, "linf": 1, "l1": math.inf}[norm]
+    r = {"l2": 2, "linf": math.inf, "l1": 1}[norm]
+    rates = [max(float(torch.linalg.vector_norm(weight[k] - weight[e.label], ord=dual))
+                 for k in range(len(weight)) if k != e.label) for e in examples]
+    assert certificate.lower_rate == pytest.approx(max(rates))
+    data_rate = 2 ** (1 / r) * float(operator_norms(weight.unsqueeze(0), norm)[0][0])
+    assert certificate.upper_rate_data == pytest.approx(data_rate)
+    # The certified rate is ‖W‖₂ times the Hölder factor: equal to the data rate for r = 2.
+    if norm == "l2":
+        assert certificate.upper_rate == pytest.approx(certificate.upper_rate_data)
+    assert certificate.upper_rate >= certificate.upper_rate_data * (1 - 1e-9)
+    for row in certificate.rows:
+        assert row["lower_bound"] >= row["lower_limit"] - 1e-6  # eq. 17: a CE ray rate ≥ l_N
+        assert row["lower_limit"] <= row["upper_bound"] + 1e-9
+        assert row["lower_bound"] <= row["upper_bound"] + 1e-6
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_eq17_reaches_the_lower_limit_on_a_binary_linear_model(norm):
+    model, _, examples = _linear(classes=2)
+    for row in certify(model, examples, norm=norm, eps=[0.1, 1.0], boxed=False).rows:
+        assert row["lower_bound"] == pytest.approx(row["lower_limit"], abs=1e-6)
+
+
+def test_attack_losses_never_exceed_the_certified_upper_bound(digits_model, digits_examples):
+    report = certification_report(digits_model, digits_examples[:12], norm="l2", eps=[0.3])
+    (row,) = report["rows"]
+    assert row["lower_bound"] is None and any("no lower bound" in note for note in report["notes"])
+    assert row["upper_bound"] is not None and set(row["attacks"]) == {"wda", "wda_k2", "wda_pp"}
+    for result in row["attacks"].values():
+        assert row["empirical"] - 1e-9 <= result["loss"] <= row["upper_bound"]
+        assert result["transport_cost"] <= 0.3 * (1 + 1e-6)
+    # On the standard CNN the attacks raise the loss: the distribution moved.
+    assert max(result["loss"] for result in row["attacks"].values()) > row["empirical"]
+
+
+def test_attack_losses_below_the_bound_on_a_linear_model():
+    model, _, examples = _linear(inputs=16)
+    examples = [Example(e.id, (0.5 + 0.1 * (e.input - 0.5)), e.label) for e in examples]  # room in the box
+    report = certification_report(model, examples, norm="l2", eps=[0.05, 0.2], boxed=False)
+    for row in report["rows"]:
+        for result in row["attacks"].values():
+            assert result["loss"] <= row["upper_bound"] + 1e-9
+
+
+def _scalar(first: nn.Module, second: nn.Module) -> nn.Sequential:
+    """A 1-pixel model (1×1×1 input): second(relu(first(x))), 2 logits."""
+    return nn.Sequential(nn.Flatten(), first, nn.ReLU(), second)
+
+
+def _layer(weight, bias) -> nn.Linear:
+    layer = nn.Linear(len(weight[0]), len(weight))
+    layer.weight.data = torch.tensor(weight, dtype=torch.float32)
+    layer.bias.data = torch.tensor(bias, dtype=torch.float32)
+    return layer
+
+
+def test_the_data_point_rate_is_not_an_upper_bound():
+    # θ = (0, 10·relu(x − 5)), data at x = 0 (label 0): every data-point Jacobian is 0, so
+    # E + L_N·ε = E; but moving ε/t of the mass to x = t reaches E + 10ε(t − 5)/t.
+    model = from_module(_scalar(_layer([[1.0]], [-5.0]), _layer([[0.0], [10.0]], [0.0, 0.0])), input_size=(1, 1, 1))
+    examples = [Example(0, torch.zeros(1, 1, 1), 0)]
+    eps = 0.1
+    (row,) = certify(model, examples, norm="l2", eps=[eps], boxed=False).rows
+    assert row["upper_estimate"] == pytest.approx(row["empirical"])
+    far = 1e4
+    logits = model.logits(torch.full((1, 1, 1, 1), far))
+    reached = row["empirical"] + eps / far * (float(torch.nn.functional.cross_entropy(logits, torch.tensor([0])))
+                                               - row["empirical"])
+    assert reached == pytest.approx(row["empirical"] + 9.995 * eps, rel=1e-4)
+    assert reached > row["upper_estimate"]  # so the report never calls it a bound...
+    assert reached <= row["upper_bound"]  # ...and the certified one holds (L = √2·10)
+
+
+def test_the_cone_free_rate_is_not_a_lower_bound():
+    # θ = (ramp, −ramp), ramp(x) = relu(x) − relu(x − 1), data at x = 0.5 with label 1: l_N = 2,
+    # but the loss softplus(2·ramp) never exceeds softplus(2), whatever the transport.
+    first = _layer([[1.0], [1.0]], [0.0, -1.0])
+    second = _layer([[1.0, -1.0], [-1.0, 1.0]], [0.0, 0.0])
+    model = from_module(_scalar(first, second), input_size=(1, 1, 1))
+    examples = [Example(0, torch.full((1, 1, 1), 0.5), 1)]
+    certificate = certify(model, examples, norm="l2", eps=[10.0], boxed=False)
+    (row,) = certificate.rows
+    ceiling = math.log1p(math.exp(2.0))
+    assert certificate.lower_rate == pytest.approx(2.0)
+    assert row["lower_limit"] > ceiling  # E + l_N·ε is above every reachable loss: an estimate
+    assert row["lower_bound"] <= ceiling + 1e-9  # eq. 17's actual loss is reachable, so a bound
+    assert any("estimate" in note for note in certificate.notes)
