@@ -1,0 +1,66 @@
+"""The certificate report of ``advsuite certify``: a table, ``certificate.json`` and
+``certificate.png`` (the bounds over ε with the attacks' losses between them)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from suite import strict_json
+from suite.paths import atomic_write_text
+from suite.report.table import format_rows
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def certificate_table(report: Mapping[str, Any]) -> str:
+    """One row per ε: E_PN[ℓ], the bounds, the estimates and each attack's W_1 loss."""
+    attacks = sorted({name for row in report["rows"] for name in row.get("attacks", {})})
+    header = ["eps", "E[loss]", "lower bound", "lower est.", *(f"{name} loss" for name in attacks), "upper est.",
+              "upper bound"]
+    lines = [[f"{row['eps']:g}", _number(row["empirical"]), _number(row["lower_bound"]), _number(row["lower_limit"]),
+              *(_number(row["attacks"][name]["loss"]) if name in row.get("attacks", {}) else "-" for name in attacks),
+              _number(row["upper_estimate"]), _number(row["upper_bound"])] for row in report["rows"]]
+    return format_rows(header, lines)
+
+
+def write_certificate(report: Mapping[str, Any], directory: Path) -> tuple[Path, Path]:
+    """Write ``certificate.json`` and ``certificate.png`` into ``directory``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    strict_json.check_finite(dict(report), "the certificate")
+    json_path = atomic_write_text(directory / "certificate.json",
+                                  strict_json.dumps(dict(report), "the certificate", indent=2) + "\n")
+    rows = report["rows"]
+    radii = [row["eps"] for row in rows]
+    figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+    axis.plot(radii, [row["empirical"] for row in rows], color="grey", linestyle=":", label="E_PN[loss]")
+    for key, label, style in (("upper_bound", "upper bound (certified)", "-"), ("upper_estimate", "E + L_N eps (estimate)", "--"),
+                              ("lower_limit", "E + l_N eps (estimate)", "--"), ("lower_bound", "lower bound (eq. 17)", "-")):
+        points = [(row["eps"], row[key]) for row in rows if row[key] is not None]
+        if points:
+            axis.plot(*zip(*points), linestyle=style, marker="o", markersize=3, label=label)
+    for name in sorted({name for row in rows for name in row.get("attacks", {})}):
+        points = [(row["eps"], row["attacks"][name]["loss"]) for row in rows if name in row.get("attacks", {})]
+        axis.plot(*zip(*points), marker="x", linewidth=1, label=f"{name} (W1 loss)")
+    if any(row["upper_bound"] is not None for row in rows):
+        axis.set_yscale("log")
+    axis.set_xlabel(f"eps (W1, cost {report['norm']})")
+    axis.set_ylabel(f"expected {report['loss']} loss")
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=7)
+    axis.set_title(f"{report['model']}: WDRO certificate", fontsize=10)
+    figure.tight_layout()
+    png_path = directory / "certificate.png"
+    temporary = directory / ".certificate.png.tmp"
+    figure.savefig(temporary, format="png")
+    plt.close(figure)
+    temporary.replace(png_path)
+    return json_path, png_path
