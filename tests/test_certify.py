@@ -136,3 +136,19 @@ def test_the_cone_free_rate_is_not_a_lower_bound():
     assert row["lower_limit"] > ceiling  # E + l_N·ε is above every reachable loss: an estimate
     assert row["lower_bound"] <= ceiling + 1e-9  # eq. 17's actual loss is reachable, so a bound
     assert any("estimate" in note for note in certificate.notes)
+
+
+def test_certify_command_writes_its_report(tmp_path, capsys):
+    import json
+
+    from suite.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["certify", "--model", "builtin:digits-cnn", "--n", "6", "--eps", "0.1,0.3", "--output", str(tmp_path)])
+    assert exit_.value.code in (0, None)
+    out = capsys.readouterr().out
+    assert "upper bound" in out and "wda_pp loss" in out and "not a bound" in out
+    report = json.loads((tmp_path / "certificate.json").read_text())
+    assert [row["eps"] for row in report["rows"]] == [0.1, 0.3]
+    assert report["dataset"]["n"] == 6 and report["model"] == "builtin:digits-cnn"
+    assert (tmp_path / "certificate.png").read_bytes()[:4] == b"\x89PNG"

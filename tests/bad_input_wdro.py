@@ -1,0 +1,40 @@
+"""Bad-input cases: the Wasserstein attacks and ``advsuite certify`` (see ``test_bad_input.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bad_input_cases import Case
+
+OUT = ("--output", "{tmp}/out")
+RUN = ("run", "{tmp}/r.yaml", *OUT)
+
+
+def recipe(attacks: str):
+    """Setup: ``r.yaml`` with one digits task under ``attacks``."""
+    def setup(work: Path) -> None:
+        (work / "r.yaml").write_text("name: bad\ntasks:\n  - name: t\n    model: builtin:digits-cnn\n"
+                                     f"    dataset: {{spec: builtin:digits, n: 4}}\n    attacks: {attacks}\n")
+    return setup
+
+
+def certify(*extra: str) -> tuple[str, ...]:
+    return ("certify", "--model", "builtin:digits-cnn", "--n", "4", *OUT, *extra)
+
+
+CASES: list[Case] = [
+    Case("wda-kappa-below-one", RUN, "kappa: Input should be greater than or equal to 1",
+         recipe("[{name: wda, kappa: 0.5}]")),
+    Case("wda-order-three", RUN, "p: Input should be 1 or 2", recipe("[{name: wda, p: 3}]")),
+    Case("wda-norm-l3", RUN, "norm: Input should be 'linf', 'l2' or 'l1'", recipe("[{name: wda, norm: l3}]")),
+    Case("wda-pp-top-k-zero", RUN, "top_k: Input should be greater than or equal to 1",
+         recipe("[{name: wda_pp, top_k: 0}]")),
+    Case("wda-probe-negative", RUN, "probe: Input should be greater than or equal to 0",
+         recipe("[{name: wda, probe: -1}]")),
+    Case("certify-text-model", ("certify", "--model", "builtin:sentiment-tiny", *OUT),
+         "certify works on image models"),
+    Case("certify-eps-negative", certify("--eps", "0.1,-1"), "a radius must be a finite number >= 0"),
+    Case("certify-norm-l3", certify("--norm", "l3"), "argument --norm: invalid choice: 'l3'"),
+    Case("certify-loss-dlr", certify("--loss", "dlr"), "argument --loss: invalid choice: 'dlr'"),
+    Case("certify-unknown-dataset", certify("--dataset", "builtin:nope"), "nope"),
+]
