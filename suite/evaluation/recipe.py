@@ -141,6 +141,31 @@ DEFAULT_TEXT_ADVERSARY = AdversaryConfig()
 NO_ADVERSARY = AdversaryConfig(kinds=("none",))
 
 
+class CertifyConfig(BaseModel):
+    """A task's WDRO certificate (:mod:`suite.certify`): the bounds over ``eps`` for the W_1 ball
+    with cost ``norm``, and the W_1 losses WDA / WDA++ reach (``certificate.{json,png}``).
+
+    Attributes:
+        boxed: Inputs are [0, 1] pixels (no eq. 17 lower bound); ``false`` certifies on R^n.
+        attacks: Also run WDA (κ = 1, 2) and WDA++ for their losses.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    norm: Literal["l2", "linf", "l1"] = "l2"
+    loss: Literal["ce", "margin"] = "ce"
+    eps: tuple[float, ...] = Field((0.05, 0.1, 0.2, 0.5), min_length=1)
+    boxed: bool = True
+    attacks: bool = True
+
+    @field_validator("eps")
+    @classmethod
+    def _radii(cls, eps: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0 <= value < float("inf") for value in eps):
+            raise ValueError("certify eps must be finite numbers >= 0")
+        return eps
+
+
 class TaskConfig(BaseModel):
     """One model on one dataset under a list of attacks."""
 
@@ -159,6 +184,8 @@ class TaskConfig(BaseModel):
     #: run seed. The dataset subsample always follows the run seed, so the replicates of a seed
     #: sweep attack the same examples.
     attack_seed: int | None = Field(None, ge=0)
+    #: Also compute the model's WDRO certificate on the task's examples.
+    certify: CertifyConfig | None = None
 
     @field_validator("model", mode="before")
     @classmethod
@@ -189,6 +216,8 @@ class TaskConfig(BaseModel):
         exclude: dict[str, Any] = {"batch_size": True, "name": True, "model": model}
         if self.attack_seed is None:
             exclude["attack_seed"] = True
+        if self.certify is None:
+            exclude["certify"] = True
         return {"seed": seed, **self.model_dump(mode="json", exclude=exclude)}
 
     def fingerprint(self, seed: int) -> str:

@@ -43,7 +43,7 @@ SHARD_PATTERN = "records.rank*.jsonl"
 #: Everything a run writes into its directory: ``--overwrite`` clears exactly these (never a
 #: file the suite did not write), and a directory holding only these belongs to the suite.
 SUITE_FILES = (RUN_FILE, RECORDS_FILE, RESULTS_FILE, "samples.md", "reliability.png", "opt_search.png",
-               "robustness_curve.png")
+               "robustness_curve.png", "certificate.json", "certificate.png")
 SUITE_DIRS = ("samples",)
 SUITE_PATTERNS = (SHARD_PATTERN, ".*.tmp")
 RECORD_KINDS = ("clean", "attack", "adversary")

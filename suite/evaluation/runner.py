@@ -71,15 +71,34 @@ def _execute(prepared: PreparedTask) -> Results | None:
                       if entry.adversary == "none"}
     warnings = [*prepared.notes, *run_checks(prepared, clean.logits, out_of_the_box)]
     results = results.model_copy(update={"warnings": warnings})
+    certificate = _certificate(prepared)
+    if certificate is not None:
+        results = results.model_copy(update={"certificates": {"w1": certificate}})
     if store.directory is None:
         return results
     from suite.report.calibration_plots import write_plots
 
-    results = results.model_copy(update={"plots": write_plots(results.model_dump(mode="json"), store.directory)})
+    plots = write_plots(results.model_dump(mode="json"), store.directory)
+    if certificate is not None:
+        from suite.report.certificates import write_certificate
+
+        plots.append(write_certificate(certificate, store.directory)[1].name)
+    results = results.model_copy(update={"plots": plots})
     store.merge(_record_order(prepared, adversary))
     if prepared.options.log_samples:
         _write_samples(prepared)
     return write_results(store.directory / RESULTS_FILE, results)
+
+
+def _certificate(prepared: PreparedTask) -> dict[str, Any] | None:
+    """The task's WDRO certificate (``certify:`` in the recipe), on every example, or None."""
+    config = prepared.config.certify
+    if config is None:
+        return None
+    from suite.evaluation.certification import certification_report
+
+    return certification_report(prepared.model, prepared.eval_set.examples, norm=config.norm, loss=config.loss,
+                                eps=config.eps, boxed=config.boxed, attacks=config.attacks, seed=prepared.attack_seed)
 
 
 def _record_clean(prepared: PreparedTask, clean: CleanScores) -> None:

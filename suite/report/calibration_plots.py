@@ -32,8 +32,9 @@ def write_plots(results: dict[str, Any], directory: Path) -> list[str]:
 
 
 def robustness_curves(results: dict[str, Any]) -> dict[str, dict[str, list[tuple[float, float, list | None]]]]:
-    """Per norm evaluated at two or more radii: per line (each attack and adversary, and the
-    worst case within each ε), the points (ε, robust accuracy, 95% interval), sorted by ε."""
+    """Per norm evaluated at two or more radii: per line (each attack and adversary, each
+    distributional attack with its W_p and κ, and the worst case within each ε), the points
+    (ε, accuracy, 95% interval or None), sorted by ε."""
     curves: dict[str, dict[str, list]] = {}
     for key, entry in (results.get("attacks") or {}).items():
         threat = entry["threat"]
@@ -43,6 +44,14 @@ def robustness_curves(results: dict[str, Any]) -> dict[str, dict[str, list[tuple
         line = line if entry.get("adversary", "none") == "none" else f"{line}@{entry['adversary']}"
         curves.setdefault(threat["norm"], {}).setdefault(line, []).append(
             (threat["eps"], entry["robust_accuracy"], entry.get("robust_accuracy_ci")))
+    for key, entry in (results.get("distributional") or {}).items():
+        # Distributional attacks share the panel of their cost norm: Ω_∞ vs Ω_p at each ε.
+        threat = entry["threat"]
+        if threat.get("norm") is None or threat.get("eps") is None:
+            continue
+        kappa = threat.get("kappa")
+        line = f"{entry.get('attack') or key} (W{threat['p']:g}" + (f", κ={kappa:g})" if kappa not in (None, 1) else ")")
+        curves.setdefault(threat["norm"], {}).setdefault(line, []).append((threat["eps"], entry["accuracy"], None))
     for group in (results.get("threat_models") or {}).values():
         threat = group["threat"]
         if threat.get("norm") in curves and len(group["attacks"]) > 1:

@@ -104,6 +104,8 @@ class DistributionalEntry(_Strict):
     threat: Threat
     access: Access
     metric: Metric = "distributional"
+    #: Registered name of the attack (the key may be a label).
+    attack: str | None = None
     params: dict[str, Any]
     budget: dict[str, Any]
     #: Accuracy of the model on the adversarial distribution (the attack's aggregate).
