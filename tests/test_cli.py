@@ -38,7 +38,7 @@ def test_evaluate_text_model_with_deepwordbug(tmp_path, capsys):
     assert results["schema_version"] == 2 and results["seed"] == 0
     weights = results["model"].pop("weights")
     assert results["model"] == {"spec": "builtin:sentiment-tiny", "name": "builtin:sentiment-tiny",
-                                "revision": SENTIMENT_VERSION, "temperature": 1.0}
+                                "revision": SENTIMENT_VERSION, "temperature": 1.0, "members": None}
     assert weights.startswith("sha256-") and json.loads((out / "run.json").read_text())["weights"] == weights
     assert results["dataset"]["spec"] == "builtin:sentiment" and results["dataset"]["n"] == 20
     entry = results["attacks"]["deepwordbug"]
@@ -135,7 +135,7 @@ def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "builtin:nope", "--dataset", "builtin:digits"], "unknown built-in model 'nope'. Available: digits-cnn, digits-cnn-at, digits-cnn-beta-at, sentiment-tiny"),
+        (["--model", "builtin:nope", "--dataset", "builtin:digits"], "unknown built-in model 'nope'. Available: digits-bat, digits-cnn, digits-cnn-at, digits-cnn-bat, digits-cnn-beta-at, sentiment-tiny"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digitz"], "Did you mean: digits"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd"], "unknown attack 'pgd'"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd_linf", "--eps", "-0.1"],

@@ -87,7 +87,7 @@ def test_sweep_seeds_expand_and_are_validated():
     only_seeds = parse_recipe({"name": "r", "sweep": {"seeds": [3]}, "tasks": [TASK]}).expanded_tasks()
     assert [(t.name, t.attack_seed) for t in only_seeds] == [("t-s3", 3)]
     for sweep, message in [({"seeds": []}, "sweep seeds lists nothing"), ({"seeds": [1, 1]}, "seed listed twice"),
-                           ({"seeds": [-1]}, "seeds must be non-negative"), ({}, "needs batch_size, seeds or params")]:
+                           ({"seeds": [-1]}, "seeds must be non-negative"), ({}, "needs alphas, batch_size, seeds or params")]:
         with pytest.raises(ConfigError, match=message):
             parse_recipe({"name": "r", "sweep": sweep, "tasks": [TASK]})
 
