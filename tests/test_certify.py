@@ -152,3 +152,32 @@ def test_certify_command_writes_its_report(tmp_path, capsys):
     assert [row["eps"] for row in report["rows"]] == [0.1, 0.3]
     assert report["dataset"]["n"] == 6 and report["model"] == "builtin:digits-cnn"
     assert (tmp_path / "certificate.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("stride,padding", [(1, 1), (2, 1), (1, 0)])
+def test_conv_bound_is_at_least_the_exact_operator_norm(stride, padding):
+    from suite.models.lipschitz import conv_norm
+
+    torch.manual_seed(stride + 3 * padding)
+    conv = nn.Conv2d(2, 3, 3, stride=stride, padding=padding, bias=False)
+    basis = torch.eye(2 * 5 * 5).view(-1, 2, 5, 5)
+    with torch.no_grad():
+        matrix = conv(basis).flatten(1).T  # the layer as a dense matrix (columns: basis images)
+    exact = float(torch.linalg.matrix_norm(matrix.double(), ord=2))
+    bound = conv_norm(conv, 5, 5)
+    assert exact <= bound * (1 + 1e-9)
+    assert bound <= 2.5 * exact  # the circular-grid norm is not far above the zero-padded one
+
+
+@pytest.mark.parametrize("activation", [nn.GELU, nn.SiLU, nn.ReLU])
+def test_smooth_and_relu_networks_bound_their_data_jacobians_and_attacks(activation):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(16, 12), activation(), nn.Linear(12, 3))
+    model = from_module(net, input_size=(1, 4, 4))
+    points = torch.rand(12, 1, 4, 4)
+    examples = [Example(i, x, int(label)) for i, (x, label) in enumerate(zip(points, model.logits(points).argmax(1)))]
+    report = certification_report(model, examples, norm="l2", eps=[0.2])
+    (row,) = report["rows"]
+    assert report["upper_rate"] >= report["upper_rate_data"]  # the certified rate covers every data point
+    for result in row["attacks"].values():
+        assert result["loss"] <= row["upper_bound"]
