@@ -55,13 +55,14 @@ from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 
 from suite.attacks.base import AttackOutput, InfeasibleError, Threat, register_attack
 from suite.attacks.image.driver import (EVALUATION, GradientAttack, SearchMode, autocast, image_outputs,
                                         with_default_eps)
 from suite.attacks.image.norms import COST_NORMS
 from suite.data.base import Example
+from suite.losses import reduce_loss
 from suite.models.base import Classifier
 
 #: Relative slack of the budget checks: a float32 step at ε = 0.06 lands at 0.0600000024, and the
@@ -113,8 +114,8 @@ class _Distributional(GradientAttack):
         with autocast(model.device, self.precision):
             logits = model.logits(rows, grad=True).float()
         gap = logits.gather(1, targets.view(-1, 1)).squeeze(1) - logits.gather(1, labels.view(-1, 1)).squeeze(1)
-        (grad,) = torch.autograd.grad(gap.sum(), rows)
-        moved = rows.detach() + self.threat_norm.step(grad.float(), self.step_size)
+        (grad,) = torch.autograd.grad(reduce_loss(gap, self.reduction, len(rows)), rows)
+        moved = rows.detach() + self.geometry.step(grad.float(), self.step_size)
         if origin is None:
             candidates = moved.clamp(0.0, 1.0)
         else:
@@ -213,8 +214,9 @@ class WDAPlusPlus(_Distributional):
     flip found); the results hold the mass each point moved.
     """
 
-    top_k: int | None = Field(5, ge=1)
-    search_steps: int = Field(10, ge=0)
+    # The paper's names (topK, srchiter) are accepted too.
+    top_k: int | None = Field(5, ge=1, validation_alias=AliasChoices("top_k", "topK"))
+    search_steps: int = Field(10, ge=0, validation_alias=AliasChoices("search_steps", "srchiter"))
 
     @property
     def threat(self) -> Threat:
