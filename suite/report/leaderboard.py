@@ -128,6 +128,7 @@ def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
             worst_case_robust_accuracy=group.worst_case_robust_accuracy,
             worst_case_robust_accuracy_ci=_interval(group.worst_case_robust_accuracy_ci,
                                                     group.worst_case_robust_accuracy, n),
+            distributional_accuracy=_distributional(results, threat),
             n=n,
             seed=results.seed,
             suite_version=results.suite_version,
@@ -145,6 +146,14 @@ def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
             raise ConfigError(f"{source!r} cannot make a leaderboard entry for {threat.label!r}: "
                               f"{_describe(error)}") from error
     return entries
+
+
+def _distributional(results: Any, threat: Any) -> float | None:
+    """The lowest accuracy any Wasserstein attack of the run reached with this cost norm and ε
+    (a ball that contains the point-wise one), or None."""
+    found = [entry.accuracy for entry in results.distributional.values()
+             if entry.threat.norm == threat.norm and entry.threat.eps == threat.eps and threat.norm is not None]
+    return min(found) if found else None
 
 
 def read_results(path: Path) -> Any:
@@ -369,6 +378,7 @@ def rows(board: Leaderboard, task: str | None = None, threat_model: str | None =
             "revision": e.revision or "-",
             "clean [95% CI]": _percent(e.clean_accuracy, e.clean_accuracy_ci),
             "worst case [95% CI]": _percent(e.worst_case_robust_accuracy, e.worst_case_robust_accuracy_ci),
+            "wasserstein": "-" if e.distributional_accuracy is None else f"{100 * e.distributional_accuracy:.1f}%",
             "attacks [95% CI]": ", ".join(f"{k} {_percent(v, e.robust_accuracy_ci[k])}" for k, v in e.robust_accuracy.items()),
             "n": str(e.n),
             "illusion": "-" if e.illusion is None or not e.illusion.flagged else f"YES (-{100 * e.illusion.max_drop:.1f} pp)",

@@ -68,7 +68,9 @@ class Entry(_Strict):
     worst_case_robust_accuracy: float = Fraction
     worst_case_robust_accuracy_ci: Interval = Field(description="95% confidence interval of worst_case_robust_accuracy")
     distributional_accuracy: float | None = Field(
-        None, ge=0.0, le=1.0, description="accuracy under a Wasserstein distributional attack, where computed")
+        None, ge=0.0, le=1.0, description="the lowest accuracy a Wasserstein distributional attack of the run reached "
+                                       "under the same cost norm and eps (its ball contains the point-wise one), "
+                                       "where one ran")
     n: int = Field(ge=1, description="examples evaluated")
     seed: int
     suite_version: str
