@@ -202,3 +202,24 @@ def test_probabilities_are_checked():
     for alphas, message in [([0.5, 0.6], "sum to 1"), ([1.2, -0.2], r"\[0, 1\]"), ([1.0], "2 probabilities")]:
         with pytest.raises(ConfigError, match=message):
             ensemble(members, alphas)
+
+
+def test_square_can_query_the_ensemble_as_deployed():
+    model, norm, eps, label, _ = case("fig2-l2")
+    examples = [Example(i, CENTRE.view(1, 1, 2).clone(), label) for i in range(3)]
+    attack = build_attack("square", {"norm": norm, "eps": eps, "queries": 60, "sampled": True})
+    first = attack.run(model, examples, 0)
+    again = attack.run(model, examples, 0)
+    for a, b in zip(first, again):
+        assert torch.equal(a.adversarial, b.adversarial)  # member draws seeded per example
+        assert float((a.adversarial - CENTRE.view(1, 1, 2)).norm()) <= eps + 1e-6
+    single = from_module(binary((1, 0), 0.1), input_size=(1, 1, 2), labels=["0", "1"])
+    with pytest.raises(ConfigError, match="sampled applies to randomized ensembles"):
+        attack.check_model(single)
+    from suite.models.ensemble import Served
+
+    view = Served(model, torch.Generator().manual_seed(0))
+    disputed = (CENTRE + torch.tensor([0.15, 0.0])).view(1, 1, 1, 2)  # member 1 says 0, member 2 says 1
+    draws = [int(view.logits(disputed).argmax()) for _ in range(50)]
+    assert 0 < sum(draws) < 50  # identical queries get different answers...
+    assert float(view.correctness(disputed, torch.tensor([1]))) == pytest.approx(0.5)  # ...scored exactly

@@ -128,6 +128,33 @@ class RandomizedEnsemble(Classifier):
         return "sha256-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+class Served(Classifier):
+    """A randomized ensemble as deployed, for black-box attacks: every row of every query is
+    answered by one member, drawn with probability α from ``generator`` (the caller seeds it per
+    example and queries one example at a time). Its correctness is still the exact L."""
+
+    def __init__(self, ensemble: Classifier, generator: torch.Generator) -> None:
+        self.ensemble = ensemble
+        self.generator = generator
+        self.modality = ensemble.modality
+        self.labels = ensemble.labels
+        self.input_size = ensemble.input_size
+        self.info = ensemble.info
+
+    @property
+    def device(self) -> torch.device:
+        return self.ensemble.device
+
+    def _forward(self, batch: Any) -> torch.Tensor:
+        return self.ensemble.served_logits(batch, [self.generator] * len(batch))
+
+    def correctness(self, batch: Any, labels: torch.Tensor, *, logits: torch.Tensor | None = None) -> torch.Tensor:
+        return self.ensemble.correctness(batch, labels)
+
+    def weights_hash(self) -> str:
+        return self.ensemble.weights_hash()
+
+
 def is_ensemble(model: Classifier) -> bool:
     """Whether ``model`` is a randomized ensemble, or a view of one (a temperature)."""
     return getattr(model, "alphas", None) is not None

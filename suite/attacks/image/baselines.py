@@ -59,7 +59,7 @@ from suite.data.base import Example
 from suite.errors import ConfigError, ResourceMissingError
 from suite.models.base import Classifier
 from suite.progress import progress_bar
-from suite.seeding import example_seed, global_rng_seeded
+from suite.seeding import example_generator, example_seed, global_rng_seeded
 
 if TYPE_CHECKING:
     import torch
@@ -239,12 +239,31 @@ class Square(TorchattacksAttack):
     """Square Attack (Andriushchenko et al. 2020), score-based black-box, via torchattacks.Square.
 
     Defaults as in AutoAttack: 5000 queries, p_init 0.8, margin loss, no rescaled schedule.
+    ``sampled: true`` (randomized ensembles only) queries the ensemble as deployed: each query is
+    answered by one member, drawn from a generator seeded per example (one example at a time),
+    as a black-box attacker would see it; the default queries its mean probabilities.
     """
 
     access: ClassVar[Access] = "black-box"
 
     queries: int = Field(5000, ge=1)
     p_init: float = Field(0.8, gt=0, le=1)
+    sampled: bool = False
+
+    def check_model(self, model: Classifier) -> None:
+        from suite.models.ensemble import is_ensemble
+
+        if self.sampled and not is_ensemble(model):
+            raise ConfigError(f"square: sampled applies to randomized ensembles; {model.info.name!r} is not one")
+
+    def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
+        if not self.sampled:
+            return super().run(model, examples, seed)
+        from suite.models.ensemble import Served
+
+        self.check_model(model)
+        return [self._attack(Served(model, example_generator(seed, self.name, "served", example.id)), [example],
+                             seed)[0][0] for example in examples]
 
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         return {"max_queries": self.queries + 2, "restarts": 1}
