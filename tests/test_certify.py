@@ -181,3 +181,46 @@ def test_smooth_and_relu_networks_bound_their_data_jacobians_and_attacks(activat
     assert report["upper_rate"] >= report["upper_rate_data"]  # the certified rate covers every data point
     for result in row["attacks"].values():
         assert result["loss"] <= row["upper_bound"]
+
+
+@pytest.mark.parametrize("norm", ["l2", "linf", "l1"])
+def test_cone_rate_is_the_best_direction_inside_the_cone(norm):
+    from suite.certify.bounds import cone_rate
+
+    generator = torch.Generator().manual_seed(4)
+    constraints = torch.randn(5, 6, generator=generator, dtype=torch.float64)
+    vector = torch.randn(6, generator=generator, dtype=torch.float64)
+    rate, direction = cone_rate(vector, constraints, norm)
+    order = {"l2": 2, "linf": math.inf, "l1": 1}[norm]
+    assert bool((constraints @ direction >= -1e-8).all())
+    assert float(torch.linalg.vector_norm(direction, ord=order)) <= 1 + 1e-8
+    assert float(vector @ direction) == pytest.approx(rate, abs=1e-8)
+    samples = torch.randn(20000, 6, generator=generator, dtype=torch.float64)
+    samples = samples / torch.linalg.vector_norm(samples, ord=order, dim=1, keepdim=True)
+    feasible = samples[(samples @ constraints.T >= 0).all(dim=1)]
+    assert len(feasible) and float((feasible @ vector).max()) <= rate + 1e-9
+    unconstrained, _ = cone_rate(vector, constraints[:0], norm)
+    assert rate <= unconstrained + 1e-9
+
+
+def test_cone_lower_bound_on_a_relu_mlp_is_reached_and_below_the_upper_bound():
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    model = from_module(net, input_size=(1, 1, 6))
+    points = torch.rand(8, 1, 1, 6)
+    examples = [Example(i, x, int(k)) for i, (x, k) in enumerate(zip(points, model.logits(points).argmax(1)))]
+    certificate = certify(model, examples, norm="l2", eps=[0.1, 1.0], boxed=False)
+    assert certificate.cone_rate is not None and certificate.cone_rate <= certificate.lower_rate + 1e-9
+    for row in certificate.rows:
+        assert row["lower_cone"] <= row["lower_bound"] + 1e-5  # eq. 17 along the cone reaches it (CE rate ≥ l)
+        assert row["lower_bound"] <= row["upper_bound"]
+
+
+def test_the_ramp_has_no_cone_rate():
+    first = _layer([[1.0], [1.0]], [0.0, -1.0])
+    second = _layer([[1.0, -1.0], [-1.0, 1.0]], [0.0, 0.0])
+    model = from_module(_scalar(first, second), input_size=(1, 1, 1))
+    certificate = certify(model, [Example(0, torch.full((1, 1, 1), 0.5), 1)], norm="l2", eps=[10.0], boxed=False)
+    (row,) = certificate.rows
+    assert certificate.cone_rate == pytest.approx(0.0, abs=1e-12)  # the cell at 0.5 is bounded: rec(C) = {0}
+    assert row["lower_cone"] == pytest.approx(row["empirical"])

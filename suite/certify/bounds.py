@@ -101,6 +101,37 @@ def rival_rates(jacobian: torch.Tensor, labels: torch.Tensor, norm: CostNorm) ->
     return best.values, best.indices
 
 
+def cone_rate(vector: torch.Tensor, constraints: torch.Tensor, norm: CostNorm) -> tuple[float, torch.Tensor]:
+    """sup {vᵀu : A·u ≥ 0, ‖u‖_r ≤ 1} and a maximiser u: the rival rate restricted to the
+    recession cone of the activation cell (Le et al., eq. 7/9). For r = 2 it is ‖Π_K(v)‖₂, with
+    Π_K(v) = v + Aᵀλ* and λ* = argmin_{λ ≥ 0} ‖v + Aᵀλ‖₂ (NNLS on the polar cone, by Moreau's
+    decomposition); for r = ∞ and r = 1 a linear program."""
+    import numpy as np
+    from scipy.optimize import linprog, nnls
+
+    v = vector.double().cpu().numpy()
+    a = constraints.double().cpu().numpy()
+    if len(a) == 0:
+        return float(torch.linalg.vector_norm(vector, ord=DUAL[norm])), unit_direction(vector.double(), norm)
+    if norm == "l2":
+        weights, _ = nnls(a.T, -v, maxiter=50 * a.shape[0])
+        projected = v + a.T @ weights
+        size = float(np.linalg.norm(projected))
+        direction = projected / size if size > 1e-12 else np.zeros_like(v)
+        return (size if size > 1e-12 else 0.0), torch.from_numpy(direction)
+    if norm == "linf":
+        result = linprog(-v, A_ub=-a, b_ub=np.zeros(len(a)), bounds=[(-1, 1)] * len(v), method="highs")
+        direction = result.x
+    else:  # l1: u = p − q with p, q ≥ 0 and Σ(p + q) ≤ 1
+        result = linprog(np.concatenate([-v, v]), A_ub=np.vstack([np.hstack([-a, a]), np.ones((1, 2 * len(v)))]),
+                         b_ub=np.concatenate([np.zeros(len(a)), [1.0]]), bounds=[(0, None)] * (2 * len(v)),
+                         method="highs")
+        direction = result.x[: len(v)] - result.x[len(v):]
+    if result.status != 0:
+        raise ConfigError(f"the cone rate's linear program failed: {result.message}")
+    return max(0.0, float(v @ direction)), torch.from_numpy(direction)
+
+
 def loss_of(name: CertLoss, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Per-example cross-entropy, or the margin max_{k≠y} θ_k − θ_y (the paper's eq. 13 "DLR")."""
     return cross_entropy(logits, labels) if name == "ce" else margin(logits, labels)
@@ -124,8 +155,10 @@ class Certificate:
 
     Attributes:
         rows: One dict per ε: ``eps``, ``empirical`` (E_PN[ℓ]), ``lower_bound`` (eq. 17's loss, or
-            None), ``lower_limit`` (E + l_N·ε, an estimate), ``upper_bound`` (E + L·ε, certified,
-            or None), ``upper_estimate`` (E + L_N·ε, not a bound).
+            None), ``lower_limit`` (E + l_N·ε, an estimate), ``lower_cone`` (E + l·ε with l the
+            rate inside the activation cones, a bound; ReLU MLPs on R^n only, else None),
+            ``upper_bound`` (E + L·ε, certified, or None), ``upper_estimate`` (E + L_N·ε, not a
+            bound).
         notes: What is and is not a bound here, in words.
     """
 
@@ -140,6 +173,7 @@ class Certificate:
     upper_rate_data: float
     upper_rate_data_exact: bool
     boxed: bool
+    cone_rate: float | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -178,17 +212,38 @@ def certify(model: Classifier, examples: Sequence[Example], *, norm: CostNorm = 
         upper_rate=upper_rate, upper_rate_how=how, upper_rate_data=upper_data, upper_rate_data_exact=exact,
         boxed=boxed)
     direction = unit_direction(jacobian[star, rivals[star]] - jacobian[star, y[star]], norm)
+    cone = None if boxed else _cone_rates(model, x, y, jacobian, norm)
+    if cone is not None:
+        certificate.cone_rate, star, direction = cone
     for radius in eps:
         certificate.rows.append({
             "eps": float(radius), "empirical": empirical,
             "lower_bound": None if boxed else _construction(model, x[star], y[star], direction, losses[star],
                                                             empirical, float(radius), len(examples), loss),
             "lower_limit": empirical + lower_rate * radius,
+            "lower_cone": None if cone is None else empirical + cone[0] * radius,
             "upper_bound": None if upper_rate is None else empirical + upper_rate * radius,
             "upper_estimate": empirical + upper_data * radius,
         })
     certificate.notes = _notes(certificate, how)
     return certificate
+
+
+def _cone_rates(model, x, y, jacobian, norm) -> tuple[float, int, torch.Tensor] | None:
+    """The largest rival rate over the data within each point's activation cone, its example and
+    direction; ``None`` when the model's cells are not available (not a ReLU MLP)."""
+    best = None
+    for index, point in enumerate(x):
+        constraints = model.relu_cell(point)
+        if constraints is None:
+            return None
+        for rival in range(jacobian.shape[1]):
+            if rival == int(y[index]):
+                continue
+            rate, direction = cone_rate(jacobian[index, rival] - jacobian[index, y[index]], constraints, norm)
+            if best is None or rate > best[0]:
+                best = (rate, index, direction)
+    return best
 
 
 def _construction(model, point, label, direction, own_loss, empirical, eps, n, loss) -> float:
@@ -210,6 +265,11 @@ def _notes(certificate: Certificate, how: str) -> list[str]:
     if certificate.boxed:
         notes.append("no lower bound: inputs are confined to [0, 1], and eq. 17's ray leaves the domain "
                      "(certify the unboxed model for one); lower_limit (E + l_N·eps) is an estimate")
+    elif certificate.cone_rate is not None:
+        notes.append("lower bound: the loss of eq. 17's distribution along the steepest direction inside a data "
+                     "point's activation cone (Thm 3.1's rec(C)): the logits are affine on that ray, so lower_cone "
+                     "(E + l·eps, l the cone rate) is its limit and a bound; lower_limit (the cone-free l_N) is an "
+                     "estimate")
     else:
         notes.append("lower bound: the loss of eq. 17's distribution (inside the W_1 ball); lower_limit "
                      "(E + l_N·eps) is its limit for a model affine along the ray, an estimate otherwise")

@@ -14,7 +14,8 @@ EPILOG = """examples:
   advsuite certify --model timm:runs/mlp --dataset hf:./data.csv --unboxed --loss margin
 
 Columns: E[loss] (clean); lower bound (eq. 17's distribution, only on an unbounded input domain);
-lower est. (E + l_N eps); each attack's W1 loss; upper est. (E + L_N eps, NOT a bound); upper
+lower (cone) (E + l eps, l the rate inside the activation cells: ReLU MLPs on R^n); lower est.
+(E + l_N eps, an estimate); each attack's W1 loss; upper est. (E + L_N eps, NOT a bound); upper
 bound (certified: the product of the layers' operator norms). See the README, "Certificates".
 """
 

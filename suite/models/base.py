@@ -120,6 +120,12 @@ class Classifier(ABC):
         it was obtained; ``(None, reason)`` where the suite has none (:mod:`suite.models.lipschitz`)."""
         return None, f"no certified Lipschitz bound for {type(self).__name__} models"
 
+    def relu_cell(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The recession cone of a ReLU network's activation cell at the input ``x``, as a matrix
+        A with rec(C) = {u : A·u ≥ 0}; ``None`` where the suite cannot compute it
+        (:func:`suite.models.lipschitz.relu_cell`)."""
+        return None
+
     def weights_hash(self) -> str:
         """A content hash of the weights the model serves (run identity and results use it, so a
         model retrained in place is never mistaken for the old one).

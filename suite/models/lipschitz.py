@@ -135,3 +135,38 @@ def network_bound(module: nn.Module, input_size: tuple[int, int, int], std) -> t
     except Unsupported as error:
         return None, f"no certified bound for {error}"
     return bound / float(min(std)), "product of layer operator norms (certified)"
+
+
+
+def relu_cell(module: nn.Module, x: torch.Tensor, mean, std) -> torch.Tensor | None:
+    """The activation cell of a ReLU MLP at ``x`` (one C×H×W input of [0, 1] pixels), as the
+    matrix A of its recession cone rec(C) = {u : A·u ≥ 0} over pixel directions (Le et al.,
+    eq. 7/9): one row s_h·∇a_h per hidden ReLU unit h, with a_h its pre-activation (affine in
+    the cell) and s_h = +1 if the unit is active at x, −1 if not. Along any u in the cone no unit
+    changes state, so the logits are affine along x + t·u for every t ≥ 0.
+
+    ``None`` unless ``module`` is an ``nn.Sequential`` of ``Flatten``, ``Linear``, ``ReLU``,
+    ``Identity`` and ``Dropout`` (eval) layers: for convolutional networks the cone is usually
+    {0}, and its constraint matrix is too large to be useful.
+    """
+    if not isinstance(module, nn.Sequential) or any(
+            not isinstance(layer, (nn.Flatten, nn.Linear, nn.ReLU, nn.Identity, nn.Dropout)) for layer in module):
+        return None
+    channels = x.shape[0]
+    per_channel = x.numel() // channels
+    shift = torch.tensor([float(v) for v in mean], dtype=torch.float64).repeat_interleave(per_channel)
+    scale = torch.tensor([float(v) for v in std], dtype=torch.float64).repeat_interleave(per_channel)
+    value = (x.detach().double().cpu().flatten() - shift) / scale  # the normalised input
+    gradient = torch.diag(1.0 / scale)  # its derivative with respect to the pixels
+    rows = []
+    for layer in module:
+        if isinstance(layer, nn.Linear):
+            weight = layer.weight.detach().double().cpu()
+            value = weight @ value + (layer.bias.detach().double().cpu() if layer.bias is not None else 0.0)
+            gradient = weight @ gradient
+        elif isinstance(layer, nn.ReLU):
+            active = value > 0
+            rows.append(torch.where(active, 1.0, -1.0).double().view(-1, 1) * gradient)
+            value = value * active
+            gradient = active.double().view(-1, 1) * gradient
+    return torch.cat(rows) if rows else torch.zeros(0, x.numel(), dtype=torch.float64)

@@ -55,6 +55,9 @@ class TemperatureScaled(Classifier):
         # A randomized ensemble's members serve at the same temperature (AttributeError otherwise).
         return self.base.member_logits(batch, **kwargs) / self.temperature
 
+    def relu_cell(self, x: Any) -> torch.Tensor | None:
+        return self.base.relu_cell(x)  # dividing by T moves no activation
+
     def lipschitz_bound(self) -> tuple[float | None, str]:
         bound, how = self.base.lipschitz_bound()
         return (None if bound is None else bound / self.temperature), how

@@ -66,6 +66,11 @@ class TimmImageClassifier(TorchClassifier):
 
         return network_bound(self.module, self.input_size, self.std.flatten().tolist())
 
+    def relu_cell(self, x: torch.Tensor) -> torch.Tensor | None:
+        from suite.models.lipschitz import relu_cell
+
+        return relu_cell(self.module, x, self.mean.flatten().tolist(), self.std.flatten().tolist())
+
     def _forward(self, batch: torch.Tensor) -> torch.Tensor:
         if batch.ndim != 4 or tuple(batch.shape[1:]) != self.input_size:
             raise ValueError(f"expected images of shape N×{'×'.join(map(str, self.input_size))}, got {tuple(batch.shape)}")

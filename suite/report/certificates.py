@@ -19,9 +19,10 @@ def _number(value: float | None) -> str:
 def certificate_table(report: Mapping[str, Any]) -> str:
     """One row per ε: E_PN[ℓ], the bounds, the estimates and each attack's W_1 loss."""
     attacks = sorted({name for row in report["rows"] for name in row.get("attacks", {})})
-    header = ["eps", "E[loss]", "lower bound", "lower est.", *(f"{name} loss" for name in attacks), "upper est.",
-              "upper bound"]
-    lines = [[f"{row['eps']:g}", _number(row["empirical"]), _number(row["lower_bound"]), _number(row["lower_limit"]),
+    header = ["eps", "E[loss]", "lower bound", "lower (cone)", "lower est.", *(f"{name} loss" for name in attacks),
+              "upper est.", "upper bound"]
+    lines = [[f"{row['eps']:g}", _number(row["empirical"]), _number(row["lower_bound"]), _number(row.get("lower_cone")),
+              _number(row["lower_limit"]),
               *(_number(row["attacks"][name]["loss"]) if name in row.get("attacks", {}) else "-" for name in attacks),
               _number(row["upper_estimate"]), _number(row["upper_bound"])] for row in report["rows"]]
     return format_rows(header, lines)
@@ -43,8 +44,9 @@ def write_certificate(report: Mapping[str, Any], directory: Path) -> tuple[Path,
     figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=110)
     axis.plot(radii, [row["empirical"] for row in rows], color="grey", linestyle=":", label="E_PN[loss]")
     for key, label, style in (("upper_bound", "upper bound (certified)", "-"), ("upper_estimate", "E + L_N eps (estimate)", "--"),
-                              ("lower_limit", "E + l_N eps (estimate)", "--"), ("lower_bound", "lower bound (eq. 17)", "-")):
-        points = [(row["eps"], row[key]) for row in rows if row[key] is not None]
+                              ("lower_limit", "E + l_N eps (estimate)", "--"), ("lower_bound", "lower bound (eq. 17)", "-"),
+                              ("lower_cone", "E + l eps, l in the activation cone (bound)", "-")):
+        points = [(row["eps"], row.get(key)) for row in rows if row.get(key) is not None]
         if points:
             axis.plot(*zip(*points), linestyle=style, marker="o", markersize=3, label=label)
     for name in sorted({name for row in rows for name in row.get("attacks", {})}):
