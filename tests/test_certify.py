@@ -224,3 +224,37 @@ def test_the_ramp_has_no_cone_rate():
     (row,) = certificate.rows
     assert certificate.cone_rate == pytest.approx(0.0, abs=1e-12)  # the cell at 0.5 is bounded: rec(C) = {0}
     assert row["lower_cone"] == pytest.approx(row["empirical"])
+
+
+def test_attention_bound_covers_the_exact_jacobian_on_its_ball():
+    from timm.models.vision_transformer import Attention
+
+    from suite.models.lipschitz import attention_bound
+
+    torch.manual_seed(5)
+    attention = Attention(8, num_heads=2, qkv_bias=True).eval()
+    tokens, radius = 3, 2.0
+    bound = attention_bound(attention, tokens, radius)
+    worst = 0.0
+    for trial in range(40):
+        points = torch.randn(1, tokens, 8)
+        points = points / points.norm(dim=2, keepdim=True) * radius * (0.2 + 0.8 * torch.rand(1, tokens, 1))
+        jacobian = torch.autograd.functional.jacobian(lambda y: attention(y.view(1, tokens, 8)).flatten(),
+                                                      points.flatten())
+        worst = max(worst, float(torch.linalg.matrix_norm(jacobian, ord=2)))
+    assert worst <= bound
+    assert worst > 0
+
+
+def test_a_pre_ln_vision_transformer_has_a_certified_bound():
+    import timm
+
+    torch.manual_seed(0)
+    vit = timm.create_model("test_vit", num_classes=3, in_chans=1, img_size=32).eval()
+    model = from_module(vit, input_size=(1, 32, 32))
+    bound, how = model.lipschitz_bound()
+    assert bound is not None and "certified" in how
+    points = torch.rand(4, 1, 32, 32)
+    examples = [Example(i, x, int(k)) for i, (x, k) in enumerate(zip(points, model.logits(points).argmax(1)))]
+    certificate = certify(model, examples, norm="l2", eps=[0.1])
+    assert certificate.upper_rate >= certificate.upper_rate_data

@@ -15,6 +15,11 @@ factor an upper bound, never an estimate:
   1-Lipschitz in its window); ``AvgPool2d`` ⌈k/s⌉/k; global average pooling 1/√(H·W).
 - Residual blocks (timm's ``BasicBlock`` and ``Bottleneck``): Lip(branch) + Lip(shortcut), then
   the final activation.
+- Pre-LN Transformers (timm's ``VisionTransformer``): Le et al.'s Cor. 3.4,
+  Λ = L_head·L_emb·Π (1 + L_LN·L_MHA)(1 + L_LN′·L_FFN), with LayerNorm at max|γ|/√ε_LN and
+  attention bounded on the ball its LayerNorm's outputs lie in (:func:`attention_bound`; derived
+  here, not Castin et al.'s constant). Astronomically loose (ε_LN = 1e-6 gives 10³ per
+  LayerNorm), as the paper says such products are, but a bound.
 - The wrapper's normalisation (x − mean)/std: 1/min(std).
 
 Anything else (attention, LayerNorm, unknown modules) gives ``None`` with the reason: no bound is
@@ -78,6 +83,8 @@ def module_bound(module: nn.Module, shapes: dict[nn.Module, tuple[int, ...]]) ->
         return conv_norm(module, shape[-2], shape[-1])
     if isinstance(module, nn.BatchNorm2d):
         return _batchnorm(module)
+    if isinstance(module, nn.LayerNorm):
+        return layer_norm_bound(module)
     if isinstance(module, nn.MaxPool2d):
         windows, _ = _pool_windows(module.kernel_size, module.stride)
         return math.sqrt(windows)
@@ -94,11 +101,91 @@ def module_bound(module: nn.Module, shapes: dict[nn.Module, tuple[int, ...]]) ->
         return 1.0 if shape is None else 1.0 / math.sqrt(shape[-2] * shape[-1])
     if name in ("BasicBlock", "Bottleneck"):  # timm's residual blocks
         return _residual(module, shapes)
+    if name == "VisionTransformer":  # timm's Pre-LN ViT: Le et al., Cor. 3.4
+        return _vision_transformer(module, shapes)
     if name == "ResNet":
         parts = [module.conv1, module.bn1, module.act1, module.maxpool, module.layer1, module.layer2, module.layer3,
                  module.layer4, module.global_pool, getattr(module, "head_drop", nn.Identity()), module.fc]
         return math.prod(module_bound(part, shapes) for part in parts)
     raise Unsupported(name)
+
+
+def layer_norm_bound(norm: nn.LayerNorm) -> float:
+    """LayerNorm with ε_LN > 0, per token: max|γ|/√ε_LN bounds its Jacobian ((x − μ)/√(σ² + ε)
+    is steepest at σ = 0, where its slope is 1/√ε)."""
+    if norm.eps <= 0:
+        raise Unsupported("LayerNorm with eps = 0 (not Lipschitz)")
+    scale = 1.0 if norm.weight is None else float(norm.weight.detach().abs().max())
+    return scale / math.sqrt(norm.eps)
+
+
+def layer_norm_radius(norm: nn.LayerNorm) -> float:
+    """An upper bound on ‖LN(x)‖₂ for one token, whatever x: √d·max|γ| + ‖β‖₂ (the normalised
+    vector has norm ≤ √d). Attention after a LayerNorm sees tokens in this ball."""
+    width = norm.normalized_shape[-1]
+    scale = 1.0 if norm.weight is None else float(norm.weight.detach().abs().max())
+    shift = 0.0 if norm.bias is None else float(norm.bias.detach().norm())
+    return math.sqrt(width) * scale + shift
+
+
+def attention_bound(attention: nn.Module, tokens: int, radius: float) -> float:
+    """An upper bound on the L2 (Frobenius) Lipschitz constant of timm's multi-head ``Attention``
+    on n = ``tokens`` tokens of norm ≤ ``radius`` (self-attention is not globally Lipschitz).
+
+    Derived here, per head, with Q, K, V its projections and s_ij = c·(Qy_i + b_q)ᵀ(Ky_j + b_k):
+    f_i = Σ_j P_ij (V y_j + b_v), so df = P·dY·Vᵀ + Σ_j dP_ij v_j. The first term is at most
+    ‖P‖₂‖V‖ ≤ √n·‖V‖ (rows of P sum to 1, columns to ≤ n). For the second, Σ_j dP_ij v_j =
+    Σ_j P_ij (v_j − v̄_i) ds_ij with ‖v_j − v̄_i‖ ≤ 2‖V‖R and Σ_j P_ij |ds_ij| ≤ a‖dy_i‖ + b‖dY‖,
+    a = c‖Q‖(‖K‖R + ‖b_k‖), b = c‖K‖(‖Q‖R + ‖b_q‖); over the tokens, 2‖V‖R(a + √n·b). So a head
+    is at most ‖V‖(√n + 2R(a + √n·b)), and the heads, concatenated and projected, ‖W_O‖·√(Σ L_h²).
+    """
+    for part in ("q_norm", "k_norm", "norm"):
+        if not isinstance(getattr(attention, part, nn.Identity()), nn.Identity):
+            raise Unsupported(f"Attention.{part}")
+    if getattr(attention, "gate", None) is not None:
+        raise Unsupported("gated Attention")
+    heads = attention.num_heads
+    weight = attention.qkv.weight.detach().double().cpu()
+    bias = attention.qkv.bias.detach().double().cpu() if attention.qkv.bias is not None else torch.zeros(len(weight))
+    width = weight.shape[0] // 3
+    size = width // heads
+    scale = float(attention.scale)
+    root = math.sqrt(tokens)
+    total = 0.0
+    for head in range(heads):
+        rows = [slice(part * width + head * size, part * width + (head + 1) * size) for part in range(3)]
+        q, k, v = (torch.linalg.matrix_norm(weight[r], ord=2).item() for r in rows)
+        bq, bk = (float(bias[r].norm()) for r in rows[:2])
+        a = scale * q * (k * radius + bk)
+        b = scale * k * (q * radius + bq)
+        total += (v * (root + 2 * radius * (a + root * b))) ** 2
+    return float(torch.linalg.matrix_norm(attention.proj.weight.detach().double().cpu(), ord=2)) * math.sqrt(total)
+
+
+def _vision_transformer(model: nn.Module, shapes) -> float:
+    """Cor. 3.4's Λ_θ = L_head·L_emb·Π_h (1 + L_LN·L_MHA)(1 + L_LN′·L_FFN) for timm's Pre-LN
+    ``VisionTransformer``: patch embedding (a convolution; class token and positional embedding
+    add constants), blocks x + attn(LN(x)) and x + mlp(LN(x)), the final LayerNorm, class-token or
+    mean pooling (≤ 1) and the head. Every LayerNorm needs ε_LN > 0, and attention is bounded on
+    the LayerNorm's output ball (:func:`attention_bound`)."""
+    if getattr(model, "attn_pool", None) is not None or model.global_pool not in ("token", "avg", "avgmax", ""):
+        raise Unsupported(f"VisionTransformer pooling {model.global_pool!r}")
+    first = model.blocks[0] if len(model.blocks) else None
+    tokens = shapes.get(first, (0, 0, 0))[1] if first is not None else 0
+    bound = module_bound(model.patch_embed.proj, shapes) * module_bound(model.patch_embed.norm, shapes)
+    for part in (model.patch_drop, model.norm_pre, getattr(model, "pos_drop", nn.Identity())):
+        bound *= module_bound(part, shapes)
+    for block in model.blocks:
+        for part in ("ls1", "ls2", "drop_path1", "drop_path2"):
+            if not isinstance(getattr(block, part), (nn.Identity, nn.Dropout)):
+                raise Unsupported(f"Block.{part}")
+        mlp = block.mlp
+        feed = module_bound(mlp.fc1, shapes) * module_bound(mlp.act, shapes) * module_bound(mlp.norm, shapes) \
+            * module_bound(mlp.fc2, shapes)
+        attention = attention_bound(block.attn, tokens, layer_norm_radius(block.norm1))
+        bound *= (1 + layer_norm_bound(block.norm1) * attention) * (1 + layer_norm_bound(block.norm2) * feed)
+    return bound * module_bound(model.norm, shapes) * module_bound(model.fc_norm, shapes) \
+        * module_bound(model.head, shapes)
 
 
 def _residual(block: nn.Module, shapes) -> float:
@@ -134,6 +221,9 @@ def network_bound(module: nn.Module, input_size: tuple[int, int, int], std) -> t
         bound = module_bound(module, shapes)
     except Unsupported as error:
         return None, f"no certified bound for {error}"
+    if type(module).__name__ == "VisionTransformer":
+        return bound / float(min(std)), ("Cor. 3.4 product for a Pre-LN Transformer (certified; assumes LayerNorm "
+                                         "eps > 0 and bounds attention on its LayerNorm's output ball)")
     return bound / float(min(std)), "product of layer operator norms (certified)"
 
 
