@@ -209,7 +209,14 @@ def load_ensemble(name: str, config) -> RandomizedEnsemble:
     from suite.models import load_model
 
     members = config.members or ()
-    loaded = [load_model(member.model_copy(update={"device": member.device or config.device})) for member in members]
+    # What the user allowed for the ensemble (on the CLI: --allow-pickle, --trust-remote-code,
+    # --device) holds for its members unless a member says otherwise.
+    loaded = [load_model(member.model_copy(update={
+        "device": member.device or config.device,
+        "allow_pickle": member.allow_pickle or config.allow_pickle,
+        "trust_remote_code": member.trust_remote_code or config.trust_remote_code,
+        "pretrained": member.pretrained and config.pretrained,
+    })) for member in members]
     alphas = [member.probability for member in members]
     info = ModelInfo(spec=config.spec, revision=_revision(loaded, alphas),
                      extra={"members": member_records(loaded, alphas)})
