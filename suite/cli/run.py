@@ -87,10 +87,12 @@ def run_loaded(recipe, output: Path | None, overwrite: bool, limit: int | None =
     if recipe.sweep is not None and recipe.sweep.alphas:
         from suite.report.ensemble_sweep import alpha_rows, alpha_table, write_alpha_sweep
 
+        from suite.text import printable
+
         rows = alpha_rows(results)
-        print(f"\n{alpha_table(rows)}")
+        print("\n" + "\n".join(printable(line) for line in alpha_table(rows).splitlines()))  # model names: escaped
         csv_path, png_path = write_alpha_sweep(rows, output, title=f"{recipe.name}: robust accuracy vs alpha")
-        print(f"\nalpha sweep: {csv_path}, {png_path}")
+        print(f"\nalpha sweep: {printable(str(csv_path))}, {printable(str(png_path))}")
     return results
 
 
