@@ -344,6 +344,10 @@ class Recipe(BaseModel):
     def _sweep_needs_attacks(self) -> Recipe:
         if self.sweep is not None and self.sweep.params and any(not task.attacks for task in self.tasks):
             raise ValueError("a sweep over attack params needs every task to list its attacks")
+        if self.sweep is not None and self.sweep.alphas:
+            single = [task.name for task in self.tasks if task.model.members is not None and len(task.model.members) < 2]
+            if single:
+                raise ValueError(f"sweep alphas needs ensembles of two or more members (task {single[0]!r} has one)")
         return self
 
     def expanded_tasks(self) -> tuple[TaskConfig, ...]:
