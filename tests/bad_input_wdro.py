@@ -37,4 +37,11 @@ CASES: list[Case] = [
     Case("certify-norm-l3", certify("--norm", "l3"), "argument --norm: invalid choice: 'l3'"),
     Case("certify-loss-dlr", certify("--loss", "dlr"), "argument --loss: invalid choice: 'dlr'"),
     Case("certify-unknown-dataset", certify("--dataset", "builtin:nope"), "nope"),
+    Case("certify-model-without-scheme", ("certify", "--model", "nonsense", *OUT), "needs a scheme"),
+    Case("certify-device-banana", certify("--device", "banana"), "device 'banana' is not a device"),
+    Case("certify-output-is-a-file", ("certify", "--model", "builtin:digits-cnn", "--output", "{tmp}/taken"),
+         "is a file, not a directory", lambda work: (work / "taken").write_text("x\n")),
+    Case("certify-output-foreign-files", ("certify", "--model", "builtin:digits-cnn", "--output", "{tmp}/theirs"),
+         "holds files advsuite certify did not write",
+         lambda work: ((work / "theirs").mkdir(), (work / "theirs" / "notes.txt").write_text("mine\n"))),
 ]

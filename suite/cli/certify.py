@@ -51,7 +51,17 @@ def handle(args: argparse.Namespace) -> int:
     from suite.report.certificates import certificate_table, write_certificate
     from suite.text import printable
 
-    model = load_model(ModelConfig(spec=args.model, device=args.device))
+    from pydantic import ValidationError
+
+    from suite.errors import format_validation_error
+
+    try:
+        config = ModelConfig(spec=args.model, device=args.device)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error)) from error
+    output = args.output or Path("runs") / "certify" / slug(args.model)
+    _check_output(output)  # before anything loads or runs
+    model = load_model(config)
     if model.modality != "image":
         raise ConfigError(f"certify works on image models; {args.model!r} takes {model.modality}")
     dataset = args.dataset or _default_dataset(args.model)
@@ -61,7 +71,6 @@ def handle(args: argparse.Namespace) -> int:
                                   boxed=not args.unboxed, attacks=not args.no_attacks, seed=args.seed)
     report["dataset"] = {"spec": dataset, "split": args.split, "n": len(eval_set.examples),
                          "fingerprint": eval_set.fingerprint}
-    output = args.output or Path("runs") / "certify" / slug(model.info.name)
     json_path, png_path = write_certificate(report, output)
     print("\n".join(printable(line) for line in certificate_table(report).splitlines()))
     for note in report["notes"]:
@@ -76,3 +85,20 @@ def _default_dataset(spec: str) -> str:
     if spec.startswith("builtin:digits"):
         return "builtin:digits"
     raise ConfigError(f"{spec!r}: name the data to certify on with --dataset")
+
+
+#: What ``certify`` writes into its output directory (and may overwrite on a rerun).
+CERTIFY_FILES = ("certificate.json", "certificate.png")
+
+
+def _check_output(directory: Path) -> None:
+    """Refuse an output path that is a file, or a directory holding files certify did not write."""
+    from suite.errors import ConfigError
+
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"--output {str(directory)!r} is a file, not a directory")
+    if directory.is_dir():
+        foreign = sorted(item.name for item in directory.iterdir() if item.name not in CERTIFY_FILES)
+        if foreign:
+            raise ConfigError(f"--output {str(directory)!r} holds files advsuite certify did not write "
+                              f"({', '.join(foreign[:3])}{'...' if len(foreign) > 3 else ''}): choose another directory")
