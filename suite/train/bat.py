@@ -28,6 +28,7 @@ from pydantic import Field, PrivateAttr
 from suite.attacks.image.driver import TRAINING
 from suite.attacks.image.rec import APGDREC
 from suite.data.base import Example
+from suite.errors import ConfigError
 from suite.losses import cross_entropy
 from suite.models.base import Classifier
 from suite.models.ensemble import RandomizedEnsemble
@@ -62,8 +63,19 @@ class BATPartner(_Stepped):
         return self._loaded[key]
 
     def loss(self, model, x, y, generators):
-        adversarial = self.pgd().perturb(self.source_model(x.device), x, y, generators, TRAINING).detach()
+        source = self.source_model(x.device)
+        self.check_source(source, model.classifier)
+        adversarial = self.pgd().perturb(source, x, y, generators, TRAINING).detach()
         return cross_entropy(model.logits(adversarial), y).mean()
+
+    def check_source(self, source: Classifier, trained: Classifier) -> None:
+        """The source must classify the same images into the same labels as the model trained."""
+        if source.modality != "image":
+            raise ConfigError(f"bat: source {self.source!r} is a {source.modality} model; BAT pairs image models")
+        if source.input_size != trained.input_size or list(source.labels) != list(trained.labels):
+            raise ConfigError(f"bat: source {self.source!r} takes {source.input_size} with {source.num_classes} "
+                              f"classes; the model trained takes {trained.input_size} with {trained.num_classes}: "
+                              f"the members of an ensemble must match")
 
     def identity(self) -> dict[str, Any]:
         """What decides the trained weights beyond the knobs: the source's weights."""
