@@ -9,6 +9,7 @@ from typing import Any
 
 from suite import strict_json
 from suite.paths import atomic_write_text
+from suite.report.figures import save_figure
 from suite.report.table import format_rows
 
 
@@ -60,9 +61,5 @@ def write_certificate(report: Mapping[str, Any], directory: Path) -> tuple[Path,
     axis.legend(fontsize=7)
     axis.set_title(f"{report['model']}: WDRO certificate", fontsize=10)
     figure.tight_layout()
-    png_path = directory / "certificate.png"
-    temporary = directory / ".certificate.png.tmp"
-    figure.savefig(temporary, format="png")
-    plt.close(figure)
-    temporary.replace(png_path)
+    png_path = save_figure(figure, directory / "certificate.png")
     return json_path, png_path

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from suite.report.figures import save_figure
 from suite.report.results import Results
 from suite.report.study import write_csv
 
@@ -87,9 +88,5 @@ def write_alpha_sweep(rows: Sequence[dict[str, object]], directory: Path, title:
     axis.legend(fontsize=7)
     axis.set_title(title, fontsize=10)
     figure.tight_layout()
-    png_path = directory / "alpha_sweep.png"
-    temporary = directory / ".alpha_sweep.png.tmp"
-    figure.savefig(temporary, format="png")
-    plt.close(figure)
-    temporary.replace(png_path)
+    png_path = save_figure(figure, directory / "alpha_sweep.png")
     return csv_path, png_path

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.paths import atomic_write_text
+from suite.report.figures import save_figure
 from suite.report.results import Results
 
 
@@ -150,9 +151,5 @@ def write_study(rows: Sequence[dict[str, object]], directory: Path, title: str) 
     figure.legend(handles, labels, fontsize=7, loc="upper right")
     figure.suptitle(title, fontsize=10)
     figure.tight_layout(rect=(0, 0, 0.88 if len(configs) > 1 else 0.8, 0.95))
-    png_path = directory / "study.png"
-    temporary = directory / ".study.png.tmp"
-    figure.savefig(temporary, format="png")
-    plt.close(figure)
-    temporary.replace(png_path)
+    png_path = save_figure(figure, directory / "study.png")
     return csv_path, png_path

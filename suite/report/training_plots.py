@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from suite.report.figures import save_figure
+
 
 def learning_curves(log: Sequence[dict[str, Any]], path: Path, title: str, steps: int = 10) -> None:
     """One run's ``train_log.jsonl`` as a PNG: validation accuracy (clean, PGD, BETA, both) and
@@ -67,12 +69,4 @@ def _decays(axis: Any, log: Sequence[dict[str, Any]]) -> None:
 
 
 def _save(figure: Any, path: Path) -> None:
-    import os
-
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
-    figure.savefig(tmp, dpi=110)
-    plt.close(figure)
-    os.replace(tmp, path)
+    save_figure(figure, path, dpi=110)
