@@ -30,7 +30,7 @@ import torch
 from pydantic import Field, model_validator
 
 from suite.attacks.base import Attack, AttackOutput, Threat
-from suite.attacks.image.norms import L2, NORMS, L2Floored, Linf
+from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, Linf
 from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
 from suite.models.base import Classifier
@@ -361,7 +361,7 @@ class NormChoiceAttack(GradientAttack):
 
     @property
     def threat_norm(self) -> type:
-        return NORMS[self.norm_name]
+        return COST_NORMS[self.norm_name]  # a subclass may widen norm_name (the Wasserstein attacks: l1)
 
     def params(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True)

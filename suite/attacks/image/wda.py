@@ -55,12 +55,10 @@ from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 import torch
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field
 
 from suite.attacks.base import AttackOutput, InfeasibleError, Threat, register_attack
-from suite.attacks.image.driver import (EVALUATION, GradientAttack, SearchMode, autocast, image_outputs,
-                                        with_default_eps)
-from suite.attacks.image.norms import COST_NORMS
+from suite.attacks.image.driver import EVALUATION, NormChoiceAttack, SearchMode, autocast, image_outputs
 from suite.data.base import Example
 from suite.losses import reduce_loss
 from suite.models.base import Classifier
@@ -72,35 +70,21 @@ BUDGET_TOLERANCE = 1e-6
 STEP_FRACTION = {"linf": 0.6375, "l2": 0.4, "l1": 0.4}
 
 
-class _Distributional(GradientAttack):
-    """Shared fields: the cost norm r (``norm``), the budget ε (``eps``), the Wasserstein order
-    ``p`` and the step ``alpha`` (default :data:`STEP_FRACTION` of ε)."""
+class _Distributional(NormChoiceAttack):
+    """Shared fields: the cost norm r (``norm``, which adds l1 to the point-wise norms), the budget
+    ε (``eps``), the Wasserstein order ``p`` and the step ``alpha`` (default
+    :data:`STEP_FRACTION` of ε)."""
 
     metric: ClassVar[str] = "distributional"
 
     norm_name: Literal["linf", "l2", "l1"] = Field("linf", alias="norm")
-    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
     p: Literal[1, 2] = 1
     alpha: float | None = Field(None, gt=0, allow_inf_nan=False)
     maxiter: int = Field(20, ge=1)
 
-    model_config = GradientAttack.model_config | {"populate_by_name": True}
-
-    @model_validator(mode="before")
-    @classmethod
-    def _eps_for_norm(cls, data: Any) -> Any:
-        return with_default_eps(data)
-
-    @property
-    def threat_norm(self) -> type:
-        return COST_NORMS[self.norm_name]
-
     @property
     def step_size(self) -> float:
         return self.alpha if self.alpha is not None else STEP_FRACTION[self.norm_name] * self.eps
-
-    def params(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True)
 
     def _rival_step(self, model, points, y, rivals, origin=None, radius=None):
         """One step from each of ``points`` towards each of its ``rivals`` (N×R classes): the
