@@ -37,7 +37,7 @@ from suite.data.base import Example
 from suite.errors import ConfigError
 from suite.losses import cross_entropy, reduce_loss
 from suite.models.base import Classifier
-from suite.models.ensemble import is_ensemble
+from suite.models.ensemble import expected_accuracy, is_ensemble
 
 #: L values closer than this are equal (L is a sum of float64 probabilities stored as float32).
 L_TOLERANCE = 1e-6
@@ -126,10 +126,9 @@ class RECAttack(NormChoiceAttack):
                     logits = model.member_logits(inputs, grad=grad_needed, members=extra).float()
                 active_logits = logits[: len(state.active)]
                 value = self._loss(logits, y[todo[live]], state)
-                # L from the same forward pass: Σ α_i 1{argmax f_i = y} over the active members.
-                right = (active_logits.detach().argmax(dim=-1) == y[todo[live]].view(1, -1)).double()
-                weights = torch.tensor(state.alphas, dtype=torch.float64, device=x.device).view(-1, 1)
-                expected = (weights * right).sum(dim=0).float()
+                # L from the same forward pass (the ensemble's own formula, on its active members).
+                expected = expected_accuracy(active_logits.detach(), y[todo[live]], model.alphas,
+                                             state.active).to(x.device)
                 queries[todo[live]] += 1
                 rows = todo[live]
                 lower = expected < best_l[rows] - L_TOLERANCE
