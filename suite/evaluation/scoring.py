@@ -52,8 +52,8 @@ def clean_scores(model: Classifier, examples: Sequence[Example]) -> CleanScores:
         chunk = examples[start : start + SCORE_CHUNK]
         batch = stack(model, [example.input for example in chunk])
         labels = torch.tensor([example.label for example in chunk])
-        chunk_logits = model.logits(batch)
-        correct.append(model.correctness(batch, labels, logits=chunk_logits))
+        chunk_logits, chunk_correct = model.scores(batch, labels)
+        correct.append(chunk_correct)
         logits.append(chunk_logits.cpu())
     if not logits:
         return CleanScores(torch.empty(0, model.num_classes), torch.empty(0))
@@ -69,8 +69,8 @@ def score_output(model: Classifier, example: Example, output: AttackOutput, clea
     """The scored part of an attack record: ``robust``, ``prediction`` and ``confidence``."""
     adversarial = example.input if output.adversarial is None else output.adversarial
     batch = stack(model, [adversarial])
-    logits = model.logits(batch)
-    correct = float(model.correctness(batch, torch.tensor([example.label]), logits=logits)[0])
+    logits, correctness = model.scores(batch, torch.tensor([example.label]))
+    correct = float(correctness[0])
     served = logits[0].double()
     return {
         "robust": min(correct, clean_correct),

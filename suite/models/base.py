@@ -109,6 +109,12 @@ class Classifier(ABC):
         logits = self.logits(batch) if logits is None else logits
         return (logits.argmax(dim=1).cpu() == labels.cpu()).float()
 
+    def scores(self, batch: Sequence[str] | torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """This batch's logits and per-example correctness, from as few forward passes as the model
+        needs (one; a randomized ensemble derives both from one pass of its members)."""
+        logits = self.logits(batch)
+        return logits, self.correctness(batch, labels, logits=logits)
+
     def embedding_logits(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Text models: token ids, the input embeddings as a leaf that requires grad, and the
         logits computed from them (under ``torch.enable_grad``). Gradient-ranked text attacks

@@ -94,15 +94,24 @@ class RandomizedEnsemble(Classifier):
         return torch.stack([self.members[index].logits(batch, grad=grad).to(self.device) for index in chosen])
 
     def _forward(self, batch: Any) -> torch.Tensor:
-        # log Σ_i α_i softmax(f_i(x)), in float32: members with α_i = 0 are never queried.
-        active = self.active
-        log_alpha = torch.log(torch.tensor([self.alphas[i] for i in active], device=self.device)).view(-1, 1, 1)
-        stacked = torch.stack([self.members[i]._forward(batch).float().to(self.device) for i in active])
+        # Members with α_i = 0 are never queried.
+        stacked = torch.stack([self.members[i]._forward(batch).float().to(self.device) for i in self.active])
+        return self._mixture(stacked)
+
+    def _mixture(self, stacked: torch.Tensor) -> torch.Tensor:
+        """log Σ_i α_i softmax(f_i(x)) from the active members' logits (M×N×C), in float32."""
+        log_alpha = torch.log(torch.tensor([self.alphas[i] for i in self.active], device=self.device)).view(-1, 1, 1)
         return torch.logsumexp(log_alpha + torch.log_softmax(stacked, dim=-1), dim=0)
 
     def correctness(self, batch: Any, labels: torch.Tensor, *, logits: torch.Tensor | None = None) -> torch.Tensor:
         """L(x, y, α) = Σ_i α_i · 1{argmax f_i(x) = y}, exactly (eq. 3); ``logits`` are ignored."""
         return expected_accuracy(self.member_logits(batch), labels, self.alphas, self.active)
+
+    def scores(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # One pass of the members gives both the mixture's logits and the exact L.
+        with torch.no_grad():
+            stacked = self.member_logits(batch)
+            return self._mixture(stacked), expected_accuracy(stacked, labels, self.alphas, self.active)
 
     def served_logits(self, batch: Any, generators: Sequence[torch.Generator]) -> torch.Tensor:
         """The REC as deployed: each row is answered by one member drawn with probability α from

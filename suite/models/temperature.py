@@ -55,6 +55,10 @@ class TemperatureScaled(Classifier):
         # A randomized ensemble's members serve at the same temperature (AttributeError otherwise).
         return self.base.member_logits(batch, **kwargs) / self.temperature
 
+    def scores(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits, correct = self.base.scores(batch, labels)
+        return logits / self.temperature, correct
+
     def relu_cell(self, x: Any) -> torch.Tensor | None:
         return self.base.relu_cell(x)  # dividing by T moves no activation
 
