@@ -21,6 +21,7 @@ from suite.attacks import build_attack
 from suite.certify import certify
 from suite.certify.bounds import CertLoss, CostNorm, loss_of
 from suite.data.base import Example
+from suite.evaluation.scoring import clean_scores
 from suite.models.base import Classifier
 
 #: The attacks whose W_1 losses the report shows: WDA at κ = 1 (point-wise) and 2, and WDA++.
@@ -32,30 +33,29 @@ def attack_loss(model: Classifier, examples: Sequence[Example], name: str, param
     """E_Padv[ℓ] and the accuracy of the distribution a Wasserstein attack builds (p = 1):
     (1/N) Σ (1 − a_i)·ℓ(X_i) + a_i·ℓ(X̃_i), with a_i its moved mass."""
     attack = build_attack("wda_pp" if name == "wda_pp" else "wda", {**params, "p": 1})
-    x = torch.stack([example.input for example in examples]).float()
     y = torch.tensor([example.label for example in examples])
-    with torch.no_grad():
-        clean_logits = model.logits(x.to(model.device)).cpu()
-    correct = (clean_logits.argmax(dim=1) == y).tolist()
-    attacked = [example for example, right in zip(examples, correct) if right]
-    outputs = attack.run(model, attacked, seed) if attacked else []
-    moved = dict(zip([example.id for example in attacked], outputs))
-    clean = [{"id": example.id, "correct": float(right)} for example, right in zip(examples, correct)]
-    records = []
-    for example in attacked:
-        output = moved[example.id]
-        robust = float(model.correctness(output.adversarial.unsqueeze(0), torch.tensor([example.label]))[0])
-        records.append({"id": example.id, "robust": robust, "perturbation": output.perturbation,
+    clean = clean_scores(model, examples)
+    attacked = [example for example, right in zip(examples, clean.correct.tolist()) if right > 0]
+    moved = dict(zip([example.id for example in attacked], attack.run(model, attacked, seed) if attacked else []))
+    records, after_logits = [], []
+    for example, clean_logits, right in zip(examples, clean.logits, clean.correct.tolist()):
+        output = moved.get(example.id)
+        if output is None:
+            after_logits.append(clean_logits)
+            continue
+        # Scored one example per pass, as the evaluation does: a point WDA++ left on the boundary
+        # gets the same verdict whatever else is scored with it.
+        logits, correct = model.scores(output.adversarial.unsqueeze(0).to(model.device), torch.tensor([example.label]))
+        after_logits.append(logits[0].cpu())
+        records.append({"id": example.id, "robust": min(float(correct[0]), right), "perturbation": output.perturbation,
                         "extras": dict(output.extras)})
-    details = attack.aggregate(clean, records)
+    details = attack.aggregate([{"id": e.id, "correct": c} for e, c in zip(examples, clean.correct.tolist())], records)
     if name == "wda_pp":
         masses = {item["id"]: item["mass"] for item in details["transport"]}
     else:
         masses = {example.id: 1 / attack.kappa for example in attacked}
-    adversarial = torch.stack([moved[e.id].adversarial if e.id in moved else e.input for e in examples]).float()
-    with torch.no_grad():
-        before = loss_of(loss, clean_logits.double(), y)
-        after = loss_of(loss, model.logits(adversarial.to(model.device)).double().cpu(), y)
+    before = loss_of(loss, clean.logits.double(), y)
+    after = loss_of(loss, torch.stack(after_logits).double(), y)
     weights = torch.tensor([masses.get(example.id, 0.0) for example in examples], dtype=torch.float64)
     return {"loss": float(((1 - weights) * before + weights * after).mean()), "accuracy": float(details["accuracy"]),
             "transport_cost": float(details["transport_cost"])}
