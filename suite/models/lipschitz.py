@@ -78,8 +78,8 @@ def module_bound(module: nn.Module, shapes: dict[nn.Module, tuple[int, ...]]) ->
         return float(torch.linalg.matrix_norm(module.weight.detach().double().cpu(), ord=2))
     if isinstance(module, nn.Conv2d):
         shape = shapes.get(module)
-        if shape is None:
-            return 0.0  # never reached by the forward pass
+        if shape is None:  # its input size is unknown: no bound rather than a guess
+            raise Unsupported("a Conv2d the forward pass did not reach")
         return conv_norm(module, shape[-2], shape[-1])
     if isinstance(module, nn.BatchNorm2d):
         return _batchnorm(module)
