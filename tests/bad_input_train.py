@@ -12,6 +12,7 @@ from pathlib import Path
 from bad_input_cases import Case
 
 TRAIN = ("train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--output", "{tmp}/out")
+TEXT = ("train", "--model", "builtin:sentiment-tiny", "--dataset", "builtin:sentiment", "--output", "{tmp}/out")
 
 
 def foreign_output(work: Path) -> None:
@@ -52,8 +53,21 @@ CASES: list[Case] = [
                                         "--output", "{tmp}/out", "--epochs", "1"), "unknown timm model"),
     Case("train-bad-model-args", ("train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--output",
                                   "{tmp}/out", "--model-args", '{{"no_such_arg": 1}}'), "cannot build timm model"),
-    Case("train-text-model", ("train", "--model", "builtin:sentiment-tiny", "--dataset", "builtin:digits", "--output",
-                              "{tmp}/out"), "is not a timm image classifier"),
+    Case("train-text-model-on-images", ("train", "--model", "builtin:sentiment-tiny", "--dataset", "builtin:digits",
+                                        "--output", "{tmp}/out"), "dataset 'builtin:digits' holds image but model 'builtin:sentiment-tiny' takes text"),
+    Case("train-image-method-on-text", (*TEXT, "--method", "trades"), "training method 'trades' trains image models"),
+    Case("train-text-method-on-image", (*TRAIN, "--method", "ddi_at"), "training method 'ddi_at' trains text models"),
+    Case("train-text-knob-of-another-method", (*TEXT, "--method", "pgd_k", "--adversaries", "3"),
+         "training method 'pgd_k': adversaries: unknown parameter"),
+    Case("train-text-norm", (*TEXT, "--method", "pgd_k", "--norm", "linf"), "training method 'pgd_k': norm: unknown parameter"),
+    Case("train-ddi-bad-normalize", (*TEXT, "--method", "ddi_at", "--normalize", "unit"), "argument --normalize: invalid choice"),
+    Case("train-ddi-too-many-adversaries", (*TEXT, "--method", "ddi_at", "--adversaries", "50"), "adversaries"),
+    Case("train-aug-without-source", (*TEXT, "--method", "aug"), "training method 'aug': source"),
+    Case("train-aug-image-source", (*TEXT, "--method", "aug", "--source", "builtin:digits-cnn"),
+         "aug: source 'builtin:digits-cnn' is not a text model"),
+    Case("train-aug-unknown-attack", (*TEXT, "--method", "aug", "--source", "builtin:sentiment-tiny", "--attack", "dwb"),
+         "unknown attack 'dwb'"),
+    Case("train-text-fresh-args", (*TEXT, "--num-classes", "3"), "is fine-tuned as it is"),
     Case("train-text-dataset", ("train", "--model", "timm:test_resnet", "--dataset", "builtin:sentiment", "--output",
                                 "{tmp}/out"), "holds text"),
     Case("train-unknown-dataset", ("train", "--model", "timm:test_resnet", "--dataset", "builtin:cifar", "--output",

@@ -1,4 +1,5 @@
-"""``advsuite train``: adversarial training of an image classifier into a ``timm:<dir>`` model."""
+"""``advsuite train``: adversarial training of an image classifier into a ``timm:<dir>`` model,
+or of a text classifier into an ``hf:<dir>`` model."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 from suite.cli.argtypes import nonnegative_int, output_dir, positive_float
 from suite.cli.common import add_directory_flags, positive_int
 
-METHOD_NAMES = ("standard", "fgsm_at", "pgd_at", "trades", "mart", "beta_at", "sbeta_at", "bat")
-EPILOG = """methods:
+IMAGE_METHODS = ("standard", "fgsm_at", "pgd_at", "trades", "mart", "beta_at", "sbeta_at", "bat")
+TEXT_METHODS = ("standard", "pgd_k", "freelb", "ascc", "ddi_at", "aug")
+METHOD_NAMES = tuple(dict.fromkeys(IMAGE_METHODS + TEXT_METHODS))
+EPILOG = """image methods (timm: and built-in image models; SGD, lr decayed at 1/2 and 3/4 of the epochs):
   standard   clean cross-entropy (no adversary)
   fgsm_at    FGSM adversarial training (Goodfellow et al. 2015): one step of size eps
   pgd_at     PGD adversarial training (Madry et al. 2018): --steps steps of --alpha (default eps/4)
@@ -21,44 +24,70 @@ EPILOG = """methods:
   bat        second member of a BAT randomized ensemble (Pinot et al. 2020): trained only on PGD
              examples of --source (the first, adversarially trained member)
 
+text methods (hf:<dir> and built-in text models; AdamW, constant lr; defaults of the paper's App. C:
+lr 1e-5, weight decay 0.01, batch 8, 5 epochs; embedding-space L2 PGD with --eps 1.0, --alpha 0.03,
+--init 0.05):
+  standard   clean cross-entropy (the paper's base)
+  pgd_k      PGD-K in embedding space (--steps 5), trained on the last iterate
+  freelb     FreeLB (Zhu et al. 2020): gradients averaged over the --steps ascent iterates
+  ascc       ASCC (Dong et al. 2021): convex hull of WordNet synonyms, --entropy-weight 10, --beta 40
+  ddi_at     DDi-AT (IOR paper, App. A, eq. 15): min-norm combination of --adversaries 3 PGD
+             gradients (--steps 3), normalised to unit norm (--normalize global|clip|none)
+  aug        fine-tune on the training set plus --attack (deepwordbug) examples of --source
+
 examples:
   advsuite train --model timm:test_resnet --dataset builtin:digits --method beta_at --eps 0.1 --epochs 8 --output runs/beta
   advsuite train --model builtin:digits-cnn --dataset builtin:digits --method pgd_at --eps 0.1 --epochs 2 --output runs/ft
   advsuite evaluate --model timm:runs/beta --dataset builtin:digits --attacks pgd_linf,beta --eps 0.1
+  advsuite train --model hf:./my-bert --dataset hf:./rotten_tomatoes --val-split validation --method ddi_at --output runs/ddi
 """
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "train", help="adversarially train an image classifier (writes a timm:<dir> model)", epilog=EPILOG,
+        "train", help="adversarially train an image (timm:<dir>) or text (hf:<dir>) classifier", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", required=True,
-                        help="timm:<architecture> (fresh weights), or timm:<dir> / builtin:<image model> to fine-tune")
+                        help="timm:<architecture> (fresh weights), or timm:<dir> / builtin:<image model> / hf:<dir> / "
+                        "builtin:<text model> to fine-tune")
     parser.add_argument("--dataset", required=True, help="builtin:<name>, hf:<hub name or local file/dir>")
     parser.add_argument("--split", default="train", help="split to train on (default: train)")
-    parser.add_argument("--method", default="pgd_at", choices=METHOD_NAMES, help="training method (default: pgd_at)")
-    parser.add_argument("--eps", type=_nonnegative_float, help="radius trained against (default 8/255 under linf, 0.5 under l2)")
-    parser.add_argument("--norm", choices=("linf", "l2"), default="linf")
-    parser.add_argument("--epochs", type=positive_int, default=10)
-    parser.add_argument("--batch-size", type=positive_int, default=128)
-    parser.add_argument("--lr", type=positive_float, default=0.1,
-                        help="SGD learning rate; x0.1 after half the epochs, x0.01 after three quarters (default 0.1)")
-    parser.add_argument("--momentum", type=_fraction, default=0.9)
-    parser.add_argument("--weight-decay", type=_nonnegative_float, default=5e-4)
+    parser.add_argument("--method", choices=METHOD_NAMES, help="training method (default: pgd_at, text: pgd_k)")
+    parser.add_argument("--eps", type=_nonnegative_float, help="radius trained against (default 8/255 under linf, 0.5 under "
+                        "l2; text: 1.0, L2 per sequence in embedding space)")
+    parser.add_argument("--norm", choices=("linf", "l2"), help="image methods: threat norm (default linf)")
+    parser.add_argument("--epochs", type=positive_int, help="default 10 (text: 5)")
+    parser.add_argument("--batch-size", type=positive_int, help="default 128 (text: 8)")
+    parser.add_argument("--lr", type=positive_float, help="SGD learning rate, x0.1 after half the epochs and x0.01 "
+                        "after three quarters (default 0.1); text: AdamW's constant learning rate (default 1e-5)")
+    parser.add_argument("--momentum", type=_fraction, help="SGD momentum (default 0.9)")
+    parser.add_argument("--weight-decay", type=_nonnegative_float, help="default 5e-4 (text: 0.01)")
     parser.add_argument("--seed", type=nonnegative_int, default=0)
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/train/<model>__<method>-<hash>)")
     add_directory_flags(parser)
     knobs = parser.add_argument_group("method options (only the method's own are accepted)")
     knobs.add_argument("--steps", type=positive_int, help="inner attack steps (default 10; BETA: per target)")
-    knobs.add_argument("--alpha", type=positive_float, help="PGD step size of pgd_at, trades, mart (default eps/4)")
+    knobs.add_argument("--alpha", type=positive_float, help="PGD step size of pgd_at, trades, mart (default eps/4); "
+                       "text: of pgd_k, freelb, ddi_at (default 0.03)")
     knobs.add_argument("--lam", type=_nonnegative_float, help="trades, mart: weight of the KL term (default 5)")
     knobs.add_argument("--mu", type=positive_float, help="sbeta_at: softmax temperature of the target weights (default 1)")
     knobs.add_argument("--targets", type=positive_int, help="beta_at, sbeta_at: attack the N most likely wrong classes "
                        "(default: all)")
     knobs.add_argument("--source", help="bat: the first member, whose PGD examples the model trains on "
-                       "(a model spec: builtin:digits-cnn-at, timm:<dir>)")
+                       "(a model spec: builtin:digits-cnn-at, timm:<dir>); aug: the model attacked (hf:<dir>)")
     knobs.add_argument("--attack-lr", type=positive_float, help="beta_at, sbeta_at: BETA's learning rate (default eps/10)")
+    knobs.add_argument("--init", type=_nonnegative_float, help="pgd_k, freelb, ddi_at: magnitude of the random start "
+                       "(default 0.05)")
+    knobs.add_argument("--adversaries", type=positive_int, help="ddi_at: PGD runs per batch, M (default 3)")
+    knobs.add_argument("--normalize", choices=("global", "clip", "none"),
+                       help="ddi_at: the update direction's normalisation (default global, the paper's)")
+    knobs.add_argument("--max-grad-norm", type=positive_float, help="text: clip the gradient norm (default 1.0; "
+                       "ddi_at: the clip threshold of --normalize clip)")
+    knobs.add_argument("--entropy-weight", type=_nonnegative_float, help="ascc: alpha, the entropy weight (default 10)")
+    knobs.add_argument("--beta", type=_nonnegative_float, help="ascc: weight of the KL term (default 40)")
+    knobs.add_argument("--neighbours", type=positive_int, help="ascc: synonyms per word (default 8)")
+    knobs.add_argument("--attack", help="aug: the attack whose examples are added (default deepwordbug)")
     validation = parser.add_argument_group("validation (each epoch: clean, PGD and BETA accuracy)")
     validation.add_argument("--val-split", help="split to validate on (default: hold out --val-fraction of --split)")
     validation.add_argument("--val-fraction", type=_fraction, default=0.1)
@@ -79,17 +108,19 @@ def build_config(args: argparse.Namespace):
     from suite.train.config import TrainConfig
 
     given = {"eps": args.eps, "steps": args.steps, "alpha": args.alpha, "lam": args.lam, "mu": args.mu,
-             "targets": args.targets, "lr": args.attack_lr, "source": args.source}
+             "targets": args.targets, "lr": args.attack_lr, "source": args.source, "norm": args.norm,
+             "init": args.init, "adversaries": args.adversaries, "normalize": args.normalize,
+             "max_grad_norm": args.max_grad_norm, "entropy_weight": args.entropy_weight, "beta": args.beta,
+             "neighbours": args.neighbours, "attack": args.attack}
     params = {key: value for key, value in given.items() if value is not None}
-    if args.method != "standard" or args.norm != "linf":
-        params["norm"] = args.norm
+    fields = {"method": args.method, "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+              "momentum": args.momentum, "weight_decay": args.weight_decay}
     try:
         return TrainConfig(
             model=args.model, model_args=args.model_args or {}, dataset=args.dataset, split=args.split,
             val_split=args.val_split, val_fraction=args.val_fraction, val_n=args.val_n, input_size=args.input_size,
-            num_classes=args.num_classes, method=args.method, method_params=params, epochs=args.epochs,
-            batch_size=args.batch_size, lr=args.lr, momentum=args.momentum, weight_decay=args.weight_decay,
-            eval_steps=args.eval_steps, seed=args.seed, device=args.device,
+            num_classes=args.num_classes, method_params=params, eval_steps=args.eval_steps, seed=args.seed,
+            device=args.device, **{key: value for key, value in fields.items() if value is not None},
         )
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from error
@@ -98,10 +129,10 @@ def build_config(args: argparse.Namespace):
 def handle(args: argparse.Namespace) -> int:
     from suite.evaluation.recipe import slug
     from suite.text import printable
-    from suite.train import build_method, train
+    from suite.train import method_for, train
 
     config = build_config(args)
-    method = build_method(config.method, config.method_params)  # unknown knobs: one line, before any loading
+    method = method_for(config)  # unknown knobs, a method of the other modality: one line, before any loading
     output = args.output or Path("runs") / "train" / f"{slug(args.model)}__{config.method}-{config.fingerprint()[:8]}"
     summary = train(config, output, overwrite=args.overwrite, wait=args.wait)
     last = summary.log[-1]
@@ -109,6 +140,14 @@ def handle(args: argparse.Namespace) -> int:
     steps = config.eval_steps
     print(f"{method.name}: {config.epochs} epoch(s) on {printable(config.dataset)} "
           f"({'resumed after epoch ' + str(summary.resumed_from) if summary.resumed_from else 'from the start'})")
+    if config.modality == "text":
+        for label, entry in (("last", last), ("best", best)):
+            print(f"  {label} (epoch {entry['epoch']}): validation clean {100 * entry['val_clean']:.1f}%, mean "
+                  f"confidence {100 * entry['val_confidence']:.2f}%, saturated {100 * entry['val_saturated']:.0f}%, "
+                  f"ECE {100 * entry['val_ece']:.1f}%")
+        print(f"model: hf:{printable(str(summary.directory))} (best: hf:{printable(summary.files['best'])})")
+        print(f"log: {printable(summary.files['log'])}; curves: {printable(summary.files['curves'])}")
+        return 0
     for label, entry in (("last", last), ("best", best)):
         print(f"  {label} (epoch {entry['epoch']}): validation clean {100 * entry['val_clean']:.1f}%, "
               f"PGD-{steps} {100 * entry['val_pgd']:.1f}%, BETA-{steps} {100 * entry['val_beta']:.1f}%, "

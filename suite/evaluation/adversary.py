@@ -19,11 +19,12 @@ from typing import Any
 
 from suite.attacks import Attack
 from suite.calibration import fit_nll_temperature, optimise_temperature
+from suite.calibration.platt import fit_platt
 from suite.data.base import Example
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.scoring import CleanScores, score_output
 from suite.models import Classifier
-from suite.models.temperature import TemperatureScaled
+from suite.models.temperature import AffineScaled, TemperatureScaled
 
 logger = logging.getLogger(__name__)
 
@@ -33,8 +34,17 @@ def adversary_view(model: Classifier, temperature: float) -> Classifier:
     return model if temperature == 1.0 else TemperatureScaled(model, temperature, adversary=True)
 
 
-def temperature_of(adversary: dict[str, Any], run: AttackRun) -> float:
-    """The adversary temperature ``run`` searches at."""
+def view_for(model: Classifier, adversary: dict[str, Any], run: AttackRun) -> Classifier:
+    """What ``run``'s attack searches on: the model, a temperature view, or the Platt view."""
+    if run.kind == "platt":
+        return AffineScaled(model, adversary["platt"]["scale"], adversary["platt"]["bias"])
+    return adversary_view(model, temperature_of(adversary, run))
+
+
+def temperature_of(adversary: dict[str, Any], run: AttackRun) -> float | None:
+    """The adversary temperature ``run`` searches at (``None`` for the Platt adversary)."""
+    if run.kind == "platt":
+        return None
     if run.kind == "cal":
         return adversary["cal"]["temperature"]
     if run.kind == "opt":
@@ -50,7 +60,8 @@ def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None) -> d
         fit: Served logits and correctness of ``prepared.fit_set`` (``None`` without cal/opt).
     """
     config, fit_set = prepared.adversary, prepared.fit_set
-    info: dict[str, Any] = {"kinds": list(config.kinds), "split": config.split, "n": None, "cal": None, "opt": {}}
+    info: dict[str, Any] = {"kinds": list(config.kinds), "split": config.split, "n": None, "cal": None, "opt": {},
+                            "platt": None}
     if fit_set is None or fit is None:
         return info
     info["n"] = len(fit_set)
@@ -62,6 +73,14 @@ def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None) -> d
         if result.at_bound:
             logger.warning("%s: the NLL-optimal temperature sits at a search bound (%g); every fitting example may be "
                            "classified correctly", prepared.name, result.temperature)
+    if "platt" in config.kinds:
+        platt = fit_platt(fit.logits, labels)
+        info["platt"] = {"scale": list(platt.scale), "bias": list(platt.bias), "nll": platt.nll,
+                         "nll_at_identity": platt.nll_at_identity, "iterations": platt.iterations,
+                         "changed_predictions": platt.changed_predictions, "at_bound": platt.at_bound}
+        if platt.changed_predictions:
+            logger.warning("%s: the Platt adversary's scaling changes %d prediction(s) of its fitting set: its "
+                           "adversarial texts may not fool the served model", prepared.name, platt.changed_predictions)
     if "opt" in config.kinds:
         pool = list(zip(fit_set.examples, fit.correct.tolist()))[: config.opt_n]
         # T_cal first: on a tie (Q is a step function) opt keeps the calibrated temperature.

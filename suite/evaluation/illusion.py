@@ -25,7 +25,10 @@ def illusion_findings(attacks: Mapping[str, AttackEntry], threshold: float) -> I
     plain = {key: entry for key, entry in attacks.items() if entry.adversary == "none" and entry.access != "transfer"}
     findings = []
     for key, entry in attacks.items():
-        if entry.adversary != "none":
+        if entry.adversary == "platt":
+            reference_key = entry.base_attack or key
+            why = "the Platt-scaling adversary (vector scaling fitted by NLL)"
+        elif entry.adversary != "none":
             reference_key = entry.base_attack or key
             why = f"the {entry.adversary}-temperature adversary (T_a = {entry.adversary_temperature:.4g})"
         elif entry.access == "transfer":

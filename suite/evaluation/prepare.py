@@ -124,7 +124,7 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         attack.check_model(model)
     adversary = task.adversary or (DEFAULT_TEXT_ADVERSARY if model.modality == "text" else NO_ADVERSARY)
     if model.modality != "text" and adversary.kinds != ("none",):
-        raise ConfigError("adversary temperatures (cal, opt) apply to text attacks; image attacks here have "
+        raise ConfigError("adversary temperatures (cal, opt, platt) apply to text attacks; image attacks here have "
                           "temperature-free losses (margin, DLR): use beta or apgd_t")
     notes = _check_resources(task, attacks)
     opt_attack = None
@@ -136,7 +136,7 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     if not eval_set.examples:
         raise ConfigError(f"dataset {task.dataset.spec!r} split {task.dataset.split!r} has no examples")
     fit_set = None
-    if {"cal", "opt"} & set(adversary.kinds):
+    if {"cal", "opt", "platt"} & set(adversary.kinds):
         if adversary.split is None:
             fit_set = eval_set
         else:

@@ -80,7 +80,7 @@ class AttackConfig(BaseModel):
         return self.label or self.name
 
 
-AdversaryKind = Literal["none", "cal", "opt"]
+AdversaryKind = Literal["none", "cal", "opt", "platt"]
 
 
 class AdversaryConfig(BaseModel):
@@ -88,11 +88,12 @@ class AdversaryConfig(BaseModel):
 
     ``none`` is the out-of-the-box attack; ``cal`` searches on ``logits / T_cal`` (NLL-optimal
     T on labelled examples); ``opt`` on ``logits / T_opt`` (the T minimising the attack's
-    adversarial accuracy on ``opt_n`` labelled examples). Adversarial texts are always scored
-    on the served model. See :mod:`suite.calibration.temperature`.
+    adversarial accuracy on ``opt_n`` labelled examples); ``platt`` on ``a ⊙ logits + b``
+    (vector scaling fitted by NLL: the IoR paper's App. D.5 comparison). Adversarial texts are
+    always scored on the served model. See :mod:`suite.calibration`.
 
     Attributes:
-        kinds: Adversaries to run; results key ``<attack>@cal`` and ``<attack>@opt``.
+        kinds: Adversaries to run; results key ``<attack>@cal``, ``<attack>@opt``, ``<attack>@platt``.
         split: Labelled split to fit T on (``validation``); ``None`` fits on the evaluated
             examples themselves (the attack already knows their labels; T is one scalar).
         n: Subsample of that split (all when unset).
@@ -118,7 +119,7 @@ class AdversaryConfig(BaseModel):
     @classmethod
     def _kinds(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
         if not kinds:
-            raise ValueError("list at least one adversary (none, cal, opt)")
+            raise ValueError("list at least one adversary (none, cal, opt, platt)")
         _refuse_repeats(list(kinds), "adversary listed twice")
         return kinds
 

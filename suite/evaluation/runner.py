@@ -19,12 +19,13 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
-from suite.evaluation.adversary import adversary_temperatures, adversary_view, temperature_of
+from suite.evaluation.adversary import adversary_temperatures, temperature_of, view_for
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.records import RESULTS_FILE
 from suite.evaluation.scoring import CleanScores, attack_record, clean_record, clean_scores
 from suite.evaluation.summary import summarise
+from suite.models import Classifier
 from suite.progress import progress_bar
 from suite.report.results import Results, write_results
 from suite.seeding import deterministic_kernels
@@ -62,7 +63,7 @@ def _execute(prepared: PreparedTask) -> Results | None:
         clean_scores(prepared.model, prepared.fit_set.examples) if prepared.fit_set is not None else None)
     adversary = adversary_temperatures(prepared, fit)
     for run in prepared.runs:
-        _attack_pass(prepared, run, temperature_of(adversary, run))
+        _attack_pass(prepared, run, view_for(prepared.model, adversary, run), temperature_of(adversary, run))
     compute_seconds = processes.sum(time.perf_counter() - start)
     if not processes.is_main:
         return None
@@ -110,11 +111,11 @@ def _record_clean(prepared: PreparedTask, clean: CleanScores) -> None:
     store.share()
 
 
-def _attack_pass(prepared: PreparedTask, run: AttackRun, temperature: float) -> None:
-    """Attack every pending example; with ``temperature`` ≠ 1 the attack searches on the adversary's
-    view ``logits / T_a``, and what it finds is scored on the served model."""
+def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, temperature: float | None) -> None:
+    """Attack every pending example on ``view`` (the served model, or an adversary's view of it:
+    ``logits / T_a``, or Platt's ``a ⊙ logits + b``); what it finds is scored on the served model.
+    ``temperature`` is recorded with each example (``None``: Platt's view, recorded in results)."""
     store, model = prepared.store, prepared.model
-    view = adversary_view(model, temperature)
     pending = [ex for ex in store.processes.shard(prepared.attacked()) if not store.has("attack", ex.id, run.key)]
     if pending:  # a line per pass, for logs where no progress bar is drawn (not a terminal)
         logger.info("%s: %s (%s) on %d example(s)", prepared.name, run.key, run.attack.threat.label, len(pending))

@@ -85,7 +85,7 @@ def score_outputs(model: Classifier, examples: Sequence[Example], outputs: Seque
 
 
 def attack_record(key: str, model: Classifier, example: Example, output: AttackOutput, clean_correct: float,
-                  temperature: float = 1.0) -> dict[str, Any]:
+                  temperature: float | None = 1.0) -> dict[str, Any]:
     """The record of one attacked example, scored on the served ``model``.
 
     Args:
@@ -104,7 +104,7 @@ def attack_record(key: str, model: Classifier, example: Example, output: AttackO
         "queries": int(output.queries),
         "seconds": float(output.seconds),
     }
-    if temperature != 1.0:
+    if temperature is not None and temperature != 1.0:
         record["temperature"] = temperature
     if isinstance(output.adversarial, str):
         # Discrete inputs only: an image's confidence is a continuous function of the search's

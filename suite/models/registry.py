@@ -16,11 +16,24 @@ MODEL_SCHEMES.add("timm", "suite.models.timm_image:load_timm", help="timm image 
 MODEL_SCHEMES.add("ensemble", "suite.models.ensemble:load_ensemble",
                   help="randomized ensemble: ensemble:<p>*<spec>,<p>*<spec>... (or members in a recipe)")
 MODEL_SCHEMES.add("builtin", "suite.models.builtin:load_builtin", help="tiny built-in model: builtin:<name>")
-BUILTIN_MODELS.add(
-    "sentiment-tiny",
-    "suite.models.builtin:sentiment_tiny",
-    help="1-layer BERT text classifier trained on builtin:sentiment (positive/negative)",
-)
+#: Built-in models that take text (the others take images): what ``advsuite train`` needs to
+#: know before loading one.
+TEXT_BUILTINS: set[str] = set()
+
+
+def add_text_builtin(name: str, loader: str, help: str) -> None:
+    BUILTIN_MODELS.add(name, loader, help=help)
+    TEXT_BUILTINS.add(name)
+
+
+def spec_modality(spec: str) -> str:
+    """``text`` or ``image``, from a model spec alone (``hf:`` and text built-ins are text)."""
+    scheme, _, name = spec.partition(":")
+    return "text" if scheme == "hf" or (scheme == "builtin" and name in TEXT_BUILTINS) else "image"
+
+
+add_text_builtin("sentiment-tiny", "suite.models.builtin:sentiment_tiny",
+                 help="1-layer BERT text classifier trained on builtin:sentiment (positive/negative)")
 BUILTIN_MODELS.add(
     "digits-cnn",
     "suite.models.builtin:digits_cnn",
@@ -47,3 +60,21 @@ BUILTIN_MODELS.add(
     "suite.train.builtin:digits_bat",
     help="BAT randomized ensemble: digits-cnn-at w.p. alpha, digits-cnn-bat w.p. 1-alpha (alpha by APGD grid search)",
 )
+
+# The illusion-of-robustness protocol's text models (suite.train.builtin_text): one initial model,
+# and the paper's base, DDi-AT and four AT baselines trained from it, for training seeds 0-2.
+add_text_builtin("sentiment-init", "suite.train.builtin_text:sentiment_init",
+                 help="untrained 1-layer word-level BERT: the initial model of every sentiment-<method>-s<seed>")
+TEXT_AT_BUILTINS = {
+    "base": "standard fine-tuning (the IOR paper's base)",
+    "ddi-at": "DDi-AT (min-norm PGD gradients, global normalisation): overconfident",
+    "pgd": "PGD-K adversarial training in embedding space",
+    "freelb": "FreeLB adversarial training in embedding space",
+    "ascc": "ASCC adversarial training (convex hull of WordNet synonyms)",
+    "aug": "retrained on DeepWordBug examples of sentiment-base",
+}
+for _method, _help in TEXT_AT_BUILTINS.items():
+    for _seed in (0, 1, 2):
+        add_text_builtin(f"sentiment-{_method}-s{_seed}",
+                         f"suite.train.builtin_text:sentiment_{_method.replace('-', '_')}_s{_seed}",
+                         help=f"{_help} on builtin:sentiment, training seed {_seed}")

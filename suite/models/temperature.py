@@ -8,6 +8,7 @@ dividing by T > 0 keeps the argmax.
 from __future__ import annotations
 
 from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -71,6 +72,48 @@ class TemperatureScaled(Classifier):
 
     def __getattr__(self, name: str) -> Any:
         # Model-specific helpers (a text model's ``tokenize``) pass through to the base.
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+
+class AffineScaled(Classifier):
+    """An adversary's view ``base.logits(x) ⊙ scale + bias`` (vector scaling: the Platt-scaling
+    adversary of the IoR paper, App. D.5). Unlike a temperature it can change predictions, so its
+    correctness is its own; the suite scores what attacks find here on ``base``.
+    """
+
+    adversary = True
+
+    def __init__(self, base: Classifier, scale: Sequence[float], bias: Sequence[float]) -> None:
+        if len(scale) != base.num_classes or len(bias) != base.num_classes:
+            raise ValueError(f"vector scaling needs {base.num_classes} scales and biases")
+        self.base = base
+        self.scale = torch.tensor([float(v) for v in scale])
+        self.bias = torch.tensor([float(v) for v in bias])
+        self.modality = base.modality
+        self.labels = base.labels
+        self.input_size = base.input_size
+        self.info = base.info
+
+    @property
+    def device(self) -> torch.device:
+        return self.base.device
+
+    def _apply(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits * self.scale.to(logits.device, logits.dtype) + self.bias.to(logits.device, logits.dtype)
+
+    def _forward(self, batch: Any) -> torch.Tensor:
+        return self._apply(self.base._forward(batch))
+
+    def embedding_logits(self, texts: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        ids, embeddings, logits = self.base.embedding_logits(texts)
+        return ids, embeddings, self._apply(logits)
+
+    def weights_hash(self) -> str:
+        return self.base.weights_hash()
+
+    def __getattr__(self, name: str) -> Any:
         if name == "base":
             raise AttributeError(name)
         return getattr(self.base, name)

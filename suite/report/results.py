@@ -90,10 +90,11 @@ class AttackEntry(_Strict):
     seconds: float = Field(ge=0)
     #: Served-model confidence on the adversarial inputs (text attacks), else None.
     mean_confidence: float | None = Fraction
-    #: ``none`` (out of the box), ``cal`` or ``opt`` adversary temperature, and its value.
+    #: ``none`` (out of the box), ``cal`` or ``opt`` adversary temperature, and its value; or
+    #: ``platt`` (vector scaling, no single temperature: ``None``; its fit is in ``adversary``).
     adversary: str = "none"
     base_attack: str | None = None
-    adversary_temperature: float = Field(1.0, gt=0)
+    adversary_temperature: float | None = Field(1.0, gt=0)
     #: Registered name of the attack (``pgd_linf``); the key may be a label (``pgd_linf-eps0.03``).
     attack: str | None = None
 

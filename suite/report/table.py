@@ -51,22 +51,24 @@ def format_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-ADVERSARIES = ("none", "cal", "opt")
+ADVERSARIES = ("none", "cal", "opt", "platt")
 
 
 def adversary_rows(results: Sequence[Results]) -> list[dict[str, str]]:
     """Robust accuracy per (model, attack) under each adversary temperature (the IoR paper's Table 3)."""
     rows = []
+    present = {entry.adversary for result in results for entry in result.attacks.values()}
+    kinds = [kind for kind in ADVERSARIES if kind != "platt" or kind in present]
     for result in results:
         bases: dict[str, dict[str, object]] = {}
         for name, entry in result.attacks.items():
             bases.setdefault(entry.base_attack or name, {})[entry.adversary] = entry
         for base, by_kind in bases.items():
             row = {"task": result.task, "model": result.model.name, "attack": base}
-            for kind in ADVERSARIES:
+            for kind in kinds:
                 entry = by_kind.get(kind)
                 row[kind] = f"{100 * entry.robust_accuracy:.1f}%" if entry is not None else "-"
-                if kind != "none":
+                if kind in ("cal", "opt"):
                     row[f"T_{kind}"] = f"{entry.adversary_temperature:.3g}" if entry is not None else "-"
             flagged = result.illusion is not None and any(
                 finding["reference"] == base for finding in result.illusion.findings

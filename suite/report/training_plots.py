@@ -11,9 +11,11 @@ from typing import Any
 from suite.report.figures import save_figure
 
 
-def learning_curves(log: Sequence[dict[str, Any]], path: Path, title: str, steps: int = 10) -> None:
-    """One run's ``train_log.jsonl`` as a PNG: validation accuracy (clean, PGD, BETA, both) and
-    the training loss, against the epoch."""
+def learning_curves(log: Sequence[dict[str, Any]], path: Path, title: str, steps: int = 10,
+                    lines: Sequence[tuple[str, str]] | None = None, ylabel: str = "validation accuracy (%)") -> None:
+    """One run's ``train_log.jsonl`` as a PNG: validation accuracy (clean, PGD, BETA, both; or
+    the ``(key, label)`` pairs of ``lines``, fractions shown as %) and the training loss, against
+    the epoch."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,12 +23,12 @@ def learning_curves(log: Sequence[dict[str, Any]], path: Path, title: str, steps
 
     epochs = [entry["epoch"] for entry in log]
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(6, 6), sharex=True, height_ratios=(3, 1))
-    lines = (("val_clean", "clean"), ("val_pgd", f"PGD-{steps}"), ("val_beta", f"BETA-{steps}"),
-             ("val_robust", "robust (both)"))
+    lines = lines or (("val_clean", "clean"), ("val_pgd", f"PGD-{steps}"), ("val_beta", f"BETA-{steps}"),
+                      ("val_robust", "robust (both)"))
     for key, label in lines:
         top.plot(epochs, [100 * entry[key] for entry in log], marker="o", markersize=3, label=label)
     _decays(top, log)
-    top.set_ylabel("validation accuracy (%)")
+    top.set_ylabel(ylabel)
     top.set_title(title)
     top.legend(loc="lower right", fontsize="small")
     top.grid(alpha=0.3)

@@ -7,10 +7,16 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from suite.models.registry import spec_modality
 
 #: Largest count (epochs, batch size, examples) a run accepts: beyond it, a typo.
 MAX_COUNT = 10_000_000
+#: Defaults of a text model's run that differ from an image model's: "Extreme Confidence and
+#: the Illusion of Robustness", App. C (AdamW, lr 1e-5, weight decay 0.01, batch 8, 5 epochs),
+#: and PGD-K as the default method.
+TEXT_DEFAULTS = {"method": "pgd_k", "lr": 1e-5, "weight_decay": 0.01, "batch_size": 8, "epochs": 5}
 
 
 class TrainConfig(BaseModel):
@@ -18,7 +24,9 @@ class TrainConfig(BaseModel):
 
     Attributes:
         model: ``timm:<architecture>`` (fresh weights), ``timm:<dir>`` or ``builtin:<image model>``
-            (fine-tuned).
+            (fine-tuned); or a text model, ``hf:<dir>`` or ``builtin:<text model>``, fine-tuned
+            by :mod:`suite.train.text_loop` (AdamW; fields left unset take
+            :data:`TEXT_DEFAULTS`; ``momentum`` and ``eval_steps`` are unused).
         model_args: Extra ``timm.create_model`` arguments of a fresh architecture.
         dataset: Training data, as for ``advsuite evaluate``; ``split`` is trained on.
         val_split: A split to validate on; if unset, ``val_fraction`` of ``split`` is held out
@@ -57,6 +65,18 @@ class TrainConfig(BaseModel):
     eval_steps: int = Field(10, ge=1, le=10_000)
     seed: int = Field(0, ge=0, le=2**63 - 1)
     device: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("model"), str) and spec_modality(data["model"]) == "text":
+            return {**TEXT_DEFAULTS, **data}
+        return data
+
+    @property
+    def modality(self) -> str:
+        """``text`` for ``hf:`` and built-in text models, else ``image``."""
+        return spec_modality(self.model)
 
     @field_validator("input_size")
     @classmethod

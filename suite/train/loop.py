@@ -32,7 +32,7 @@ from suite.models.trainable import TrainableImage
 from suite.progress import progress_bar
 from suite.seeding import example_generator, example_seed
 from suite.train.config import TrainConfig
-from suite.train.methods import TrainMethod, build_method
+from suite.train.methods import TrainMethod
 from suite.train.store import BEST_DIR, CURVES_FILE, LOG_FILE, TrainStore, optimiser_tensors, restore_optimiser
 
 logger = logging.getLogger(__name__)
@@ -53,8 +53,21 @@ class TrainSummary:
 
 
 def train(config: TrainConfig, output: Path, *, overwrite: bool = False, wait: bool = False) -> TrainSummary:
-    """Train ``config`` into ``output`` (a ``timm:<dir>`` model), resuming a killed run there."""
-    method = build_method(config.method, config.method_params)
+    """Train ``config`` into ``output`` (a ``timm:<dir>`` model, or ``hf:<dir>`` for a text
+    model: :mod:`suite.train.text_loop`), resuming a killed run there."""
+    if config.modality == "text":
+        from suite.train import method_for
+        from suite.train.text_loop import train_text
+
+        method_for(config)  # a bad method or knob: one line, before any loading
+        classifier = load_model(ModelConfig(spec=config.model, device=config.device))
+        if classifier.modality != "text":
+            raise ConfigError(f"{config.model!r} is an {classifier.modality} model: text training methods train "
+                              "hf:<dir> and built-in text models")
+        return train_text(config, classifier, output, overwrite=overwrite, wait=wait)
+    from suite.train import method_for
+
+    method = method_for(config)
     model, train_set, val_set = _prepare(config)
     identity = {"config": config.identity(), "method": {**method.params(), **method.identity()},
                 "loop_version": LOOP_VERSION,
@@ -94,25 +107,32 @@ def _prepare(config: TrainConfig) -> tuple[TrainableImage, _Split, _Split]:
         model = TrainableImage.from_classifier(classifier)
         spec = classifier.input_spec
     examples = _examples(config, config.split, spec)
-    if config.val_split is not None:
-        train_examples, val_examples = examples, _examples(config, config.val_split, spec)
-    else:
-        held = max(1, round(config.val_fraction * len(examples)))
-        if len(examples) - held < 1:
-            raise DataError(f"{config.dataset!r} split {config.split!r} has {len(examples)} example(s): too few to "
-                            "hold out a validation set (pass --val-split)")
-        order = np.random.default_rng(example_seed(config.seed, "validation")).permutation(len(examples))
-        chosen = set(order[:held].tolist())
-        train_examples = [e for i, e in enumerate(examples) if i not in chosen]
-        val_examples = [e for i, e in enumerate(examples) if i in chosen]
-    if config.val_n is not None and config.val_n < len(val_examples):
-        val_examples = val_examples[: config.val_n]
+    val_examples = _examples(config, config.val_split, spec) if config.val_split is not None else None
+    train_examples, val_examples = split_examples(config, examples, val_examples)
     train_set, val_set = _stack(train_examples), _stack(val_examples)
     if fresh:
         mean, std = _channel_stats(train_set.x)
         model = TrainableImage.new(name, input_size=spec.input_size, mean=mean, std=std, labels=spec.labels,
                                    model_args=config.model_args, seed=config.seed, device=config.device)
     return model, train_set, val_set
+
+
+def split_examples(config: TrainConfig, examples: list[Example],
+                   val_examples: list[Example] | None) -> tuple[list[Example], list[Example]]:
+    """(training, validation) examples: ``val_examples`` when a validation split is given, else a
+    seeded ``val_fraction`` of ``examples`` held out; validation cut to ``val_n``."""
+    if val_examples is None:
+        held = max(1, round(config.val_fraction * len(examples)))
+        if len(examples) - held < 1:
+            raise DataError(f"{config.dataset!r} split {config.split!r} has {len(examples)} example(s): too few to "
+                            "hold out a validation set (pass --val-split)")
+        order = np.random.default_rng(example_seed(config.seed, "validation")).permutation(len(examples))
+        chosen = set(order[:held].tolist())
+        val_examples = [e for i, e in enumerate(examples) if i in chosen]
+        examples = [e for i, e in enumerate(examples) if i not in chosen]
+    if config.val_n is not None and config.val_n < len(val_examples):
+        val_examples = val_examples[: config.val_n]
+    return examples, val_examples
 
 
 def _fresh_spec(config: TrainConfig) -> InputSpec:

@@ -31,7 +31,29 @@ def min_norm_weights(gradients: Sequence[torch.Tensor] | torch.Tensor) -> torch.
     if count == 0 or count > MAX_GRADIENTS:
         raise ValueError(f"min_norm_weights takes 1 to {MAX_GRADIENTS} gradients, got {count}")
     flat = torch.stack([g.detach().double().flatten().cpu() for g in gradients])
-    gram = flat @ flat.T
+    return weights_from_gram(flat @ flat.T)
+
+
+def gram_matrix(gradients: Sequence[torch.Tensor]) -> torch.Tensor:
+    """Pairwise dot products of flattened gradients, accumulated in float64 on the CPU (each pair
+    in turn, on the gradients' device: no float64 copy of all of them at once)."""
+    count = len(gradients)
+    gram = torch.zeros(count, count, dtype=torch.float64)
+    for i in range(count):
+        for j in range(i, count):
+            value = float(torch.dot(gradients[i].double(), gradients[j].double()))
+            gram[i, j] = gram[j, i] = value
+    return gram
+
+
+def weights_from_gram(gram: torch.Tensor) -> torch.Tensor:
+    """α* of :func:`min_norm_weights` from the gradients' Gram matrix (M×M, float64)."""
+    count = len(gram)
+    if count == 0 or count > MAX_GRADIENTS:
+        raise ValueError(f"the min-norm weights take 1 to {MAX_GRADIENTS} gradients, got {count}")
+    gram = gram.double().cpu()
+    if count == 1:
+        return torch.ones(1, dtype=torch.float64)
     if count == 2:
         return two_gradient_weights(gram)
     best, best_value = None, float("inf")

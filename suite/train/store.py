@@ -3,7 +3,8 @@
 ::
 
     <output>/
-      config.json, model.safetensors   the last finished epoch: a ``timm:<dir>`` model
+      config.json, model.safetensors   the last finished epoch: a ``timm:<dir>`` model (a text
+                                       model's tokenizer files too: an ``hf:<dir>`` model)
       best/                            the epoch with the best robust validation accuracy (same layout)
       train_log.jsonl                  one line per finished epoch
       curves.png                       learning curves (Robey et al., Fig. 1)
@@ -34,8 +35,12 @@ STATE_FILE = "state.safetensors"
 LOG_FILE = "train_log.jsonl"
 CURVES_FILE = "curves.png"
 BEST_DIR = "best"
+#: What ``save_pretrained`` of a text model writes beside its weights (tokenizer files).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json",
+                   "merges.txt", "spm.model", "sentencepiece.bpe.model", "spiece.model", "added_tokens.json",
+                   "generation_config.json", "chat_template.jinja")
 #: Everything a training run writes: ``--overwrite`` clears exactly these, never other files.
-TRAIN_FILES = (RUN_FILE, STATE_FILE, LOG_FILE, CURVES_FILE, "config.json", "model.safetensors")
+TRAIN_FILES = (RUN_FILE, STATE_FILE, LOG_FILE, CURVES_FILE, "config.json", "model.safetensors", *TOKENIZER_FILES)
 TRAIN_DIRS = (BEST_DIR,)
 
 
@@ -139,8 +144,8 @@ class TrainStore:
             os.replace(staging, target)
             shutil.rmtree(old, ignore_errors=True)
             return
-        for name in ("model.safetensors", "config.json"):
-            os.replace(staging / name, self.directory / name)
+        for path in sorted(staging.iterdir()):  # weights, config (and a text model's tokenizer files)
+            os.replace(path, self.directory / path.name)
         shutil.rmtree(staging, ignore_errors=True)
 
     def log(self, epochs_done: int) -> list[dict[str, Any]]:

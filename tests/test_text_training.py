@@ -1,0 +1,171 @@
+"""Text adversarial training (IOR paper, App. A-C): DDi-AT's weighting, its overconfidence, the
+illusion it creates and the calibrated adversary that pierces it, and every baseline's training."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from suite.data.builtin import sentiment
+from suite.models import load_model
+from suite.models.trainable_text import TrainableText
+from suite.seeding import example_generator
+from suite.train import TrainConfig, build_text_method, train
+from suite.train import text_methods
+
+
+@pytest.fixture(scope="module")
+def init_model():
+    return load_model("builtin:sentiment-init")
+
+
+def _batch(model: TrainableText, count: int = 6):
+    split = sentiment("train")
+    texts, labels = list(split.inputs[:count]), torch.tensor(split.labels[:count])
+    return model.encode(texts), labels, [example_generator(0, "test", i) for i in range(count)]
+
+
+def test_ddi_at_weights_its_two_gradients_by_the_closed_form_and_steps_along_a_unit_direction(init_model, monkeypatch):
+    seen = {}
+    real_gram = text_methods.gram_matrix
+
+    def spy(columns):
+        seen["columns"] = [column.detach().clone() for column in columns]
+        return real_gram(columns)
+
+    monkeypatch.setattr(text_methods, "gram_matrix", spy)
+    model = TrainableText.from_classifier(init_model)
+    try:
+        method = build_text_method("ddi_at", {"adversaries": 2, "eps": 0.1, "alpha": 0.003, "init": 0.005})
+        model.module.zero_grad(set_to_none=True)
+        batch, labels, generators = _batch(model)
+        method.backward(model, batch, labels, generators)
+        g1, g2 = (column.double() for column in seen["columns"])
+        assert float(torch.linalg.vector_norm(g1 - g2)) > 0  # two different random starts
+        alpha = float(torch.clamp(((g2 - g1) @ g2) / (g1 - g2).pow(2).sum(), 0, 1))  # the issue's closed form
+        expected = alpha * g1 + (1 - alpha) * g2
+        expected = expected / torch.linalg.vector_norm(expected)
+        written = torch.cat([p.grad.flatten() for p in model.parameters()]).double()
+        assert float(torch.linalg.vector_norm(written)) == pytest.approx(1.0, abs=1e-5)
+        assert torch.allclose(written, expected, atol=1e-6)
+    finally:
+        model.eval()
+        model.module.zero_grad(set_to_none=True)
+
+
+def test_ddi_at_without_normalisation_steps_along_the_raw_min_norm_point(init_model, monkeypatch):
+    seen = {}
+    real = text_methods.weights_from_gram
+
+    def spy(gram):
+        seen["weights"] = real(gram)
+        return seen["weights"]
+
+    monkeypatch.setattr(text_methods, "weights_from_gram", spy)
+    model = TrainableText.from_classifier(init_model)
+    try:
+        method = build_text_method("ddi_at", {"normalize": "none", "eps": 0.1, "alpha": 0.003, "init": 0.005})
+        model.module.zero_grad(set_to_none=True)
+        batch, labels, generators = _batch(model)
+        stats = method.backward(model, batch, labels, generators)
+        written = torch.cat([p.grad.flatten() for p in model.parameters()])
+        assert float(torch.linalg.vector_norm(written)) == pytest.approx(stats["grad_norm"], rel=1e-5)
+        assert stats["grad_norm"] < 1.0  # a small model near init: the normalised step would be larger
+        assert len(seen["weights"]) == 3 and float(seen["weights"].sum()) == pytest.approx(1.0)
+    finally:
+        model.eval()
+        model.module.zero_grad(set_to_none=True)
+
+
+def test_embedding_pgd_respects_the_ball_and_does_not_depend_on_the_batch(init_model):
+    model = TrainableText.from_classifier(init_model)
+    model.eval()  # no dropout: the comparison is exact up to float noise
+    try:
+        method = build_text_method("pgd_k", {"eps": 0.05, "alpha": 0.02, "init": 0.01, "steps": 4})
+        batch, labels, _ = _batch(model, 6)
+        delta = method.pgd(model, batch, labels, [example_generator(0, "pgd", i) for i in range(6)])
+        norms = torch.linalg.vector_norm(delta.flatten(1), dim=1)
+        assert bool((norms <= 0.05 + 1e-6).all()) and bool((norms > 0.04).all())
+        padding = batch["attention_mask"] == 0
+        assert float(delta[padding].abs().sum()) == 0.0
+        single, single_labels, _ = _batch(model, 1)
+        alone = method.pgd(model, single, single_labels, [example_generator(0, "pgd", 0)])
+        length = int(single["attention_mask"].sum())
+        assert torch.allclose(alone[0, :length], delta[0, :length], atol=1e-5)
+    finally:
+        model.eval()
+
+
+@pytest.fixture(scope="module")
+def protocol_models():
+    return {name: load_model(f"builtin:sentiment-{name}-s0") for name in ("base", "ddi-at")}
+
+
+def _confidence(model):
+    split = sentiment("test")
+    logits = model.logits(list(split.inputs)).float()
+    top = logits.topk(2, dim=1).values
+    accuracy = float((logits.argmax(dim=1) == torch.tensor(split.labels)).float().mean())
+    return accuracy, float(logits.softmax(dim=1).amax(dim=1).mean()), float((top[:, 0] - top[:, 1]).mean()), \
+        float((logits.softmax(dim=1).amax(dim=1) == 1.0).float().mean())
+
+
+def test_ddi_at_is_far_more_confident_than_standard_training_at_equal_clean_accuracy(protocol_models):
+    base_accuracy, base_confidence, base_margin, base_saturated = _confidence(protocol_models["base"])
+    ddi_accuracy, ddi_confidence, ddi_margin, ddi_saturated = _confidence(protocol_models["ddi-at"])
+    assert abs(ddi_accuracy - base_accuracy) <= 0.1  # equal clean accuracy, on 120 sentences
+    assert ddi_accuracy > 0.65
+    assert ddi_confidence > base_confidence
+    assert ddi_margin > 3 * base_margin  # logit margins several times larger
+    assert ddi_saturated >= 0.8 and base_saturated <= 0.1  # float32 softmax exactly 1 on most sentences
+
+
+def test_the_calibrated_adversary_pierces_ddi_at_and_not_standard_training(protocol_models, tmp_path):
+    from suite.evaluation.api import evaluate
+
+    drops = {}
+    for name, model in protocol_models.items():
+        result = evaluate(model, "builtin:sentiment", split="test", attacks=["deepwordbug"],
+                          adversary={"kinds": ["none", "cal"], "split": "validation"}, output=tmp_path / name)
+        plain, calibrated = result.attacks["deepwordbug"], result.attacks["deepwordbug@cal"]
+        drops[name] = plain.robust_accuracy - calibrated.robust_accuracy
+        if name == "ddi-at":
+            assert result.illusion.flagged
+            assert calibrated.adversary_temperature > 10  # T_cal undoes the overconfidence
+    threshold = 0.05
+    assert drops["ddi-at"] > threshold
+    assert abs(drops["base"]) <= threshold
+
+
+BASELINE_PARAMS = {
+    "standard": {},
+    "pgd_k": {"eps": 0.1, "alpha": 0.003, "init": 0.005, "steps": 2},
+    "freelb": {"eps": 0.1, "alpha": 0.003, "init": 0.005, "steps": 2},
+    "ascc": {"steps": 2},
+    "ddi_at": {"eps": 0.1, "alpha": 0.003, "init": 0.005, "steps": 2, "adversaries": 2},
+    "aug": {"source": "builtin:sentiment-tiny"},
+}
+
+
+@pytest.mark.parametrize("method", sorted(BASELINE_PARAMS))
+def test_each_text_method_trains_and_lowers_its_loss(method, tmp_path):
+    config = TrainConfig(model="builtin:sentiment-init", dataset="builtin:sentiment", val_split="validation",
+                         method=method, method_params=BASELINE_PARAMS[method], lr=2e-3, epochs=4, batch_size=16)
+    summary = train(config, tmp_path / method)
+    losses = [entry["loss"] for entry in summary.log]
+    if method == "ascc":  # CE + 40·KL: the clean term falls; the KL term is what the inner step maximises
+        assert summary.log[-1]["ce"] < summary.log[0]["ce"] - 0.05, summary.log
+        assert min(losses[1:]) < losses[0]
+    else:
+        assert losses[-1] < losses[0] - 0.05, losses
+    assert summary.log[-1]["val_clean"] > 0.6
+    directory = summary.directory
+    assert (directory / "model.safetensors").is_file() and (directory / "train_log.jsonl").is_file()
+    assert json.loads((directory / "train_run.json").read_text())["method"]["max_grad_norm"] is not None \
+        or method == "ddi_at"
+    trained = load_model(f"hf:{directory}")
+    assert trained.weights_hash() == summary.weights
+    if method == "aug":
+        assert summary.log[0]["augmented"] > 20  # DeepWordBug breaks the word-level model often
