@@ -128,12 +128,27 @@ def test_the_calibrated_adversary_pierces_ddi_at_and_not_standard_training(proto
     drops = {}
     for name, model in protocol_models.items():
         result = evaluate(model, "builtin:sentiment", split="test", attacks=["deepwordbug"],
-                          adversary={"kinds": ["none", "cal"], "split": "validation"}, output=tmp_path / name)
+                          adversary={"kinds": ["none", "cal", "platt"], "split": "validation"}, output=tmp_path / name)
         plain, calibrated = result.attacks["deepwordbug"], result.attacks["deepwordbug@cal"]
         drops[name] = plain.robust_accuracy - calibrated.robust_accuracy
+        # Post-calibration metrics (Table 11), on the test sentences with T_cal fitted on validation.
+        after = result.calibration_after["cal"]
+        assert after["accuracy"] == result.calibration["accuracy"]  # a temperature changes no decision
+        # The Platt adversary (App. D.5): fitted, recorded, run, and scored on the served model.
+        platt = result.adversary["platt"]
+        assert len(platt["scale"]) == len(platt["bias"]) == 2 and platt["nll"] <= platt["nll_at_identity"]
+        assert platt["nll"] <= result.adversary["cal"]["nll"] + 1e-9  # vector scaling contains every temperature
+        entry = result.attacks["deepwordbug@platt"]
+        assert entry.adversary == "platt" and entry.adversary_temperature is None
+        assert "platt" in result.calibration_after
+        saved = json.loads((tmp_path / name / "results.json").read_text())
+        assert saved["adversary"]["platt"]["scale"] == platt["scale"]
         if name == "ddi-at":
+            assert after["mean_confidence"] < result.calibration["mean_confidence"] - 0.05
             assert result.illusion.flagged
+            assert result.illusion.mechanism == "training-induced overconfidence"
             assert calibrated.adversary_temperature > 10  # T_cal undoes the overconfidence
+            assert entry.robust_accuracy < plain.robust_accuracy  # Platt's view pierces it too
     threshold = 0.05
     assert drops["ddi-at"] > threshold
     assert abs(drops["base"]) <= threshold
@@ -169,3 +184,30 @@ def test_each_text_method_trains_and_lowers_its_loss(method, tmp_path):
     assert trained.weights_hash() == summary.weights
     if method == "aug":
         assert summary.log[0]["augmented"] > 20  # DeepWordBug breaks the word-level model often
+
+
+def test_platt_scaling_recovers_a_known_vector_scaling_and_beats_every_temperature():
+    from suite.calibration import fit_nll_temperature
+    from suite.calibration.platt import fit_platt
+
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(4000, 3, generator=generator, dtype=torch.float64) * 3
+    scale, bias = torch.tensor([0.5, 1.5, 1.0], dtype=torch.float64), torch.tensor([0.3, -0.2, 0.0], dtype=torch.float64)
+    labels = torch.multinomial((logits * scale + bias).softmax(dim=1), 1, generator=generator).flatten().tolist()
+    fit = fit_platt(logits, labels)
+    assert fit.scale == pytest.approx(scale.tolist(), abs=0.15)
+    fitted_bias = torch.tensor(fit.bias) - fit.bias[2]  # softmax ignores a shift common to every class
+    assert fitted_bias.tolist() == pytest.approx(bias.tolist(), abs=0.15)
+    assert fit.nll < fit_nll_temperature(logits, labels).nll
+    assert fit.changed_predictions > 0  # unequal scales move decisions: why Platt's rows are unstable
+
+
+def test_a_design_temperature_is_named_as_the_mechanism(tmp_path):
+    from suite.evaluation.api import evaluate
+    from suite.models import ModelConfig
+
+    result = evaluate(ModelConfig(spec="builtin:sentiment-tiny", temperature=0.005), "builtin:sentiment",
+                      split="test", n=40, attacks=["deepwordbug"], adversary=["none", "cal"])
+    assert result.illusion.flagged
+    assert result.illusion.mechanism == "design temperature"
+    assert "T = 0.005" in result.illusion.mechanism_detail

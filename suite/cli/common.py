@@ -58,6 +58,8 @@ def print_report(results: Sequence, options, log_samples: bool = False) -> None:
         if result.illusion is not None and result.illusion.flagged:
             print(f"\nILLUSION OF ROBUSTNESS: {printable(result.model.name)} ({result.task}): "
                   f"an aware adversary lowers robust accuracy by up to {100 * result.illusion.max_drop:.1f} pp")
+            if result.illusion.mechanism is not None:
+                print(f"  mechanism: {result.illusion.mechanism}: {printable(result.illusion.mechanism_detail or '')}")
     directories = [options.directory_for(result.task) for result in results]
     print(f"\nresults: {', '.join(printable(directory / 'results.json') for directory in directories)}")
     if log_samples:

@@ -11,17 +11,35 @@ by more than a threshold, than under
 
 Everything is read from the typed fields of the attack entries (``adversary``, ``access``,
 ``threat``), never parsed from names.
+
+When the flag is raised by an aware adversary, the block names the mechanism when the run can
+tell (the paper's two sources of extreme confidence):
+
+- ``design temperature``: the model is served at T ≠ 1 (the ↑conf / ↓conf models, Sec. 3);
+- ``training-induced overconfidence``: served at T = 1, but its own logits are overconfident:
+  the NLL-optimal temperature T_cal is above :data:`OVERCONFIDENT_T` (DDi-AT's global gradient
+  normalisation, App. B), or ``training-induced underconfidence`` below 1/:data:`OVERCONFIDENT_T`.
+
+Otherwise (a transfer attack alone, or calibration that cannot tell) ``mechanism`` is ``None``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from suite.report.results import AttackEntry, IllusionEntry
 
+#: T_cal beyond which a model's own logits count as overconfident (its NLL-optimal temperature
+#: is more than twice the served one).
+OVERCONFIDENT_T = 2.0
 
-def illusion_findings(attacks: Mapping[str, AttackEntry], threshold: float) -> IllusionEntry:
-    """The flag and its findings, from the results' point-wise attack entries."""
+
+def illusion_findings(attacks: Mapping[str, AttackEntry], threshold: float, *, served_temperature: float = 1.0,
+                      calibration: Mapping[str, Any] | None = None,
+                      adversary: Mapping[str, Any] | None = None) -> IllusionEntry:
+    """The flag, its findings and (when it can tell) the mechanism, from the results' point-wise
+    attack entries, the served temperature, clean calibration and the adversary fits."""
     plain = {key: entry for key, entry in attacks.items() if entry.adversary == "none" and entry.access != "transfer"}
     findings = []
     for key, entry in attacks.items():
@@ -53,9 +71,35 @@ def illusion_findings(attacks: Mapping[str, AttackEntry], threshold: float) -> I
                 "message": (f"{key}: {why} lowers robust accuracy from {100 * reference:.1f}% ({reference_key}) to "
                             f"{100 * entry.robust_accuracy:.1f}%, {100 * drop:.1f} pp"),
             })
+    mechanism, detail = None, None
+    if any(attacks[finding["attack"]].adversary != "none" for finding in findings):
+        mechanism, detail = _mechanism(served_temperature, calibration, adversary)
     return IllusionEntry(
         flagged=bool(findings),
         threshold=threshold,
         max_drop=max((finding["drop"] for finding in findings), default=0.0),
         findings=findings,
+        mechanism=mechanism,
+        mechanism_detail=detail,
     )
+
+
+def _mechanism(served: float, calibration: Mapping[str, Any] | None,
+               adversary: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    if served != 1.0:
+        side = "overconfident" if served < 1 else "underconfident"
+        return "design temperature", (f"the model is served at T = {served:.4g} ({side} probabilities); "
+                                      "the aware adversary rescales them")
+    fit = (adversary or {}).get("cal")
+    if not fit:
+        return None, None
+    temperature = fit["temperature"]
+    confidence = (calibration or {}).get("mean_confidence")
+    evidence = f"NLL-optimal temperature T_cal = {temperature:.4g}" + (
+        f", mean confidence {100 * confidence:.2f}%" if confidence is not None else "")
+    if temperature > OVERCONFIDENT_T:
+        return "training-induced overconfidence", (f"served at T = 1, the model's own logits are overconfident "
+                                                   f"({evidence}), as DDi-AT's gradient normalisation makes them")
+    if temperature < 1 / OVERCONFIDENT_T:
+        return "training-induced underconfidence", f"served at T = 1, the model's own logits are underconfident ({evidence})"
+    return None, None

@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import torch
+
 from suite import __version__
 from suite.calibration import calibration_metrics
 from suite.evaluation.adversary import temperature_of
@@ -51,6 +53,7 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
     by_run = {run.key: {ex.id: store.get("attack", ex.id, run.key) for ex in attacked} for run in prepared.runs}
     pointwise = [run for run in prepared.runs if run.attack.metric == "pointwise"]
     num_classes = prepared.model.num_classes
+    info = prepared.model.info
     attacks = {}
     for run in pointwise:
         records = by_run[run.key]
@@ -69,10 +72,13 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
     threat_models = _threat_models(prepared, clean_records, by_run)
     one_threat = len(threat_models) <= 1
     pointwise_records = [by_run[run.key] for run in pointwise]
-    illusion = illusion_findings(attacks, prepared.adversary.threshold)
+    labels = [ex.label for ex in eval_set.examples]
+    calibration = calibration_metrics(clean.logits, labels)
+    after = calibration_after(clean.logits, labels, adversary)
+    illusion = illusion_findings(attacks, prepared.adversary.threshold, served_temperature=info.temperature,
+                                 calibration=calibration, adversary=adversary)
     for finding in illusion.findings:
         logger.warning("%s: illusion of robustness: %s", prepared.name, finding["message"])
-    info = prepared.model.info
     return Results(
         schema_version=SCHEMA_VERSION,
         suite_version=__version__,
@@ -97,7 +103,8 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         clean_seconds=clean_seconds,
         compute_seconds=compute_seconds,
         warnings=[],
-        calibration=calibration_metrics(clean.logits, [ex.label for ex in eval_set.examples]),
+        calibration=calibration,
+        calibration_after=after,
         adversary=adversary,
         illusion=illusion,
         config=task.model_dump(mode="json"),
@@ -105,6 +112,25 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         provenance=Provenance(**provenance(device=str(prepared.model.device), num_processes=store.processes.world,
                                            command=prepared.options.command_line)),
     )
+
+
+def calibration_after(logits, labels: list[int], adversary: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Calibration metrics of the served logits as each fitted adversary rescales them (an
+    ``opt`` search per attack gives ``opt:<attack>`` unless one search serves every attack)."""
+    if not adversary:
+        return {}
+    after = {}
+    if adversary.get("cal"):
+        after["cal"] = calibration_metrics(logits.double() / adversary["cal"]["temperature"], labels)
+    searches = {entry["temperature"]: key for key, entry in (adversary.get("opt") or {}).items()}
+    for temperature, key in searches.items():
+        name = "opt" if len(searches) == 1 else f"opt:{key}"
+        after[name] = calibration_metrics(logits.double() / temperature, labels)
+    if adversary.get("platt"):
+        scale = torch.tensor(adversary["platt"]["scale"], dtype=torch.float64)
+        bias = torch.tensor(adversary["platt"]["bias"], dtype=torch.float64)
+        after["platt"] = calibration_metrics(logits.double() * scale + bias, labels)
+    return after
 
 
 def _threat_models(prepared: PreparedTask, clean: list[dict[str, Any]],

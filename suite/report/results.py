@@ -132,6 +132,11 @@ class IllusionEntry(_Strict):
     threshold: float = Fraction
     max_drop: float
     findings: list[dict[str, Any]]
+    #: What makes the out-of-the-box number too high, when the run can tell: ``design
+    #: temperature`` (the model is served at T ≠ 1) or ``training-induced overconfidence``
+    #: (its own logits are overconfident: T_cal > 1), with the evidence in ``mechanism_detail``.
+    mechanism: str | None = None
+    mechanism_detail: str | None = None
 
 
 class Provenance(_Strict):
@@ -183,6 +188,10 @@ class Results(_Strict):
     #: Clean calibration of the served model: ECE, MCE (15 bins), NLL, mean confidence,
     #: reliability-diagram rows (:func:`suite.calibration.calibration_metrics`).
     calibration: dict[str, Any] | None = None
+    #: The same metrics after each fitted adversary's rescaling (``cal``: logits / T_cal;
+    #: ``opt``: logits / T_opt; ``platt``: a ⊙ logits + b), on the evaluated examples: how well
+    #: calibrated the model the aware adversary attacks is (the IoR paper's Table 11).
+    calibration_after: dict[str, dict[str, Any]] = Field(default_factory=dict)
     #: Adversary temperatures: ``cal`` fit and every (T, Q) of each ``opt`` search.
     adversary: dict[str, Any] | None = None
     illusion: IllusionEntry | None = None
