@@ -211,3 +211,38 @@ def test_a_design_temperature_is_named_as_the_mechanism(tmp_path):
     assert result.illusion.flagged
     assert result.illusion.mechanism == "design temperature"
     assert "T = 0.005" in result.illusion.mechanism_detail
+
+
+def test_the_ior_recipe_fills_training_seeds_and_reports_mean_and_std(tmp_path, capsys):
+    from suite.cli.run import run_loaded
+    from suite.evaluation.recipe import AdversaryConfig, Sweep, load_recipe
+    from suite.evaluation.recipes_dir import resolve_recipe
+
+    recipe = load_recipe(resolve_recipe("ior_text"))
+    specs = {task.name: task.model.spec for task in recipe.expanded_tasks()}
+    assert specs["ddi-at-s2"] == "builtin:sentiment-ddi-at-s2" and specs["upconf-s1"] == "builtin:sentiment-base-s1"
+    assert recipe.tasks[0].adversary.opt_attack.name == "deepwordbug"  # opt fitted once, with DeepWordBug
+    adversary = AdversaryConfig(kinds=("none", "cal", "platt"), split="validation")
+    tasks = tuple(task.model_copy(update={"attacks": task.attacks[:1], "adversary": adversary})
+                  for task in recipe.tasks if task.name in ("base", "upconf"))
+    small = recipe.model_copy(update={"tasks": tasks, "sweep": Sweep(seeds=(0, 1))})
+    results = run_loaded(small, tmp_path, overwrite=False, limit=12)
+    assert sorted(result.task for result in results) == ["base-s0", "base-s1", "upconf-s0", "upconf-s1"]
+    weights = {result.task: result.model.weights for result in results}
+    assert weights["base-s0"] == weights["upconf-s0"] != weights["base-s1"]  # seed 1: another trained model
+    out = capsys.readouterr().out
+    assert "Table 1" in out and "Table 11" in out
+    table = (tmp_path / "ior_tables.md").read_text()
+    upconf = [line for line in table.splitlines() if line.startswith("| upconf | - |")]
+    assert upconf and "±" in upconf[0]  # two seeds: mean ± std
+    assert (tmp_path / "ior_tables.csv").read_text().startswith("table,")
+
+
+def test_a_seeded_spec_without_a_seed_sweep_is_refused():
+    from pydantic import ValidationError
+
+    from suite.evaluation.recipe import Recipe
+
+    with pytest.raises(ValidationError, match="names \\{seed\\}"):
+        Recipe(name="x", tasks=[{"name": "a", "model": "builtin:sentiment-ddi-at-s{seed}",
+                                 "dataset": "builtin:sentiment"}])

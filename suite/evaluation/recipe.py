@@ -28,6 +28,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from suite.evaluation.seeds import names_seed, with_seed
 from suite.data.config import DatasetConfig
 from suite.errors import ConfigError
 from suite.models.config import ModelConfig
@@ -233,7 +234,8 @@ class Sweep(BaseModel):
     named ``<task>-a<α>`` (robust accuracy against α, as Dbouk & Shanbhag's Fig. 3); a task whose
     model is not an ensemble runs once, as the baseline. Each batch size gives a copy of every
     task, named ``<task>-bs<size>``; each of ``seeds``
-    gives a replicate of it with that ``attack_seed``, named ``<task>-bs<size>-s<seed>`` (the
+    gives a replicate of it with that ``attack_seed`` and ``{seed}`` in its model spec filled in
+    (:mod:`suite.evaluation.seeds`), named ``<task>-bs<size>-s<seed>`` (the
     study reports their mean and spread). Each combination of ``params`` values gives a copy of
     every attack, labelled ``<attack>-<value>-<value>...`` (for example ``pgd_l2-mean-fp16``).
     """
@@ -306,8 +308,8 @@ class Sweep(BaseModel):
         if self.batch_size:
             copies = [expanded.model_copy(update={"name": f"{task.name}-bs{size}", "batch_size": size})
                       for size in self.batch_size]
-        if self.seeds:
-            copies = [copy.model_copy(update={"name": f"{copy.name}-s{seed}", "attack_seed": seed})
+        if self.seeds:  # and the model trained with that seed, where the spec says {seed}
+            copies = [with_seed(copy.model_copy(update={"name": f"{copy.name}-s{seed}", "attack_seed": seed}), seed)
                       for copy in copies for seed in self.seeds]
         return copies
 
@@ -343,6 +345,9 @@ class Recipe(BaseModel):
 
     @model_validator(mode="after")
     def _sweep_needs_attacks(self) -> Recipe:
+        unseeded = [task.name for task in self.tasks if names_seed(task)]
+        if unseeded and (self.sweep is None or not self.sweep.seeds):
+            raise ValueError(f"task {unseeded[0]!r} names {{seed}}: add sweep: {{seeds: [0, 1, 2]}} to say which seeds")
         if self.sweep is not None and self.sweep.params and any(not task.attacks for task in self.tasks):
             raise ValueError("a sweep over attack params needs every task to list its attacks")
         if self.sweep is not None and self.sweep.alphas:
