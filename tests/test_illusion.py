@@ -296,24 +296,40 @@ def test_adversary_temperatures_are_refused_for_image_tasks(tmp_path):
 
 @pytest.mark.slow
 def test_ior_text_recipe_prints_the_table_and_writes_the_plots(tmp_path, capsys):
+    """The shipped recipe's design-temperature tasks (base, T = 0.005, T = 2e6) for training
+    seed 0 on 60 test sentences, with every adversary it lists (the full recipe trains 18
+    models: bench territory)."""
+    from suite.cli.run import run_loaded
+    from suite.evaluation.recipe import Sweep, load_recipe
+    from suite.evaluation.recipes_dir import resolve_recipe
+
+    recipe = load_recipe(resolve_recipe("ior_text"))
+    tasks = tuple(task.model_copy(update={"dataset": task.dataset.model_copy(update={"n": 60})})
+                  for task in recipe.tasks if task.name in ("base", "upconf", "downconf"))
     out = tmp_path / "ior"
-    assert advsuite("-q", "run", "ior_text", "--output", str(out)) == 0
+    run_loaded(recipe.model_copy(update={"tasks": tasks, "sweep": Sweep(seeds=(0,))}), out, overwrite=False)
     printed = capsys.readouterr().out
     assert "robust accuracy by adversary temperature" in printed
-    assert "ILLUSION OF ROBUSTNESS: builtin:sentiment-tiny@T=0.005" in printed
-    for task in ("base", "upconf", "downconf"):
+    assert "ILLUSION OF ROBUSTNESS: builtin:sentiment-base-s0@T=0.005" in printed
+    assert "mechanism: design temperature" in printed
+    for task in ("base-s0", "upconf-s0", "downconf-s0"):
         results = json.loads((out / task / "results.json").read_text())
         assert {"reliability.png", "opt_search.png"} <= set(results["plots"])
         assert all((out / task / plot).stat().st_size > 1000 for plot in results["plots"])
-        for search in results["adversary"]["opt"].values():
+        searches = list(results["adversary"]["opt"].values())
+        assert len({search["temperature"] for search in searches}) == 1  # fitted once, with DeepWordBug
+        for search in searches:
+            assert search["attack"] == "deepwordbug"
             assert search["attack_runs"] == len(search["evaluations"]) >= 3
             assert search["q"] == min(q for _, q in search["evaluations"])
+        assert set(results["calibration_after"]) >= {"cal", "opt", "platt"}
     rows = (out / "adversary_table.csv").read_text().splitlines()
-    assert rows[0].startswith("task,model,attack,none,cal,T_cal,opt,T_opt")
-    upconf = json.loads((out / "upconf" / "results.json").read_text())
-    assert upconf["illusion"]["flagged"]
-    base = json.loads((out / "base" / "results.json").read_text())
+    assert rows[0].startswith("task,model,attack,none,cal,T_cal,opt,T_opt,platt")
+    upconf = json.loads((out / "upconf-s0" / "results.json").read_text())
+    assert upconf["illusion"]["flagged"] and upconf["illusion"]["mechanism"] == "design temperature"
+    base = json.loads((out / "base-s0" / "results.json").read_text())
     assert upconf["clean_accuracy"] == base["clean_accuracy"]
+    assert (out / "ior_tables.md").is_file()
 
 
 def test_evaluate_adversary_flag(tmp_path, capsys):
