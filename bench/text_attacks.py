@@ -15,6 +15,16 @@ skipped with a message when absent), in one run:
 
     python bench/text_attacks.py --n 100           # about 10 minutes on 2 CPU cores
     python bench/text_attacks.py --n 200 --json bench-text.json
+
+With ``--protocol``, the paper's protocol instead (``recipes/ior_text.yaml`` on real data): a
+one-layer word-level BERT (hidden 128) is initialised once and trained from there with
+``advsuite train``'s text methods (standard = base, DDi-AT, PGD-K, FreeLB, ASCC, aug) for each
+``--seeds``; then base, ↑conf, ↓conf and every trained model are attacked with DeepWordBug and
+PWWS × none/cal/opt/platt (``opt`` fitted once with DeepWordBug on validation), DDi-AT also by
+transfer from base (Table 4), and base over 12 temperatures (Fig. 1). The illusion tables print
+as mean ± std over the seeds:
+
+    python bench/text_attacks.py --protocol --seeds 0 --n 200 --output /tmp/ior-rt
 """
 
 from __future__ import annotations
@@ -134,6 +144,64 @@ def versus_textattack(model_dir: Path, data: Path, n: int, recipe: str) -> dict:
     }
 
 
+#: The protocol's methods: built-in name → (training method, its knobs); radii scaled like
+#: the built-ins (suite/train/builtin_text.py): this model's word embeddings have norm ≈ 0.2.
+def _methods(scale: float) -> dict[str, tuple[str, dict]]:
+    radii = {"eps": 1.0 * scale, "alpha": 0.03 * scale, "init": 0.05 * scale}
+    return {"base": ("standard", {}), "ddi-at": ("ddi_at", radii), "pgd": ("pgd_k", radii),
+            "freelb": ("freelb", radii), "ascc": ("ascc", {}), "aug": ("aug", {"source": "hf:{base}"})}
+
+
+def protocol(args: argparse.Namespace, workdir: Path) -> dict:
+    import torch
+
+    from suite.cli.run import run_loaded
+    from suite.evaluation.recipe import parse_recipe
+    from suite.models.builtin import train_word_bert
+    from suite.train import TrainConfig
+    from suite.train import train as train_model
+
+    init = workdir / "init"
+    if not (init / "config.json").exists():
+        texts, labels = _read(args.data / "train.csv")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            train_word_bert(init, texts, labels, ["negative", "positive"], epochs=0, hidden_size=128)
+    trained: dict = {}
+    for seed in args.seeds:
+        for name, (method, params) in _methods(args.scale).items():
+            params = {key: value.format(base=workdir / f"base-s{seed}") if isinstance(value, str) else value
+                      for key, value in params.items()}
+            config = TrainConfig(model=f"hf:{init}", dataset=str(args.data), val_split="validation", method=method,
+                                 method_params=params, lr=args.lr, epochs=args.epochs, batch_size=8, seed=seed)
+            start = time.perf_counter()
+            summary = train_model(config, workdir / f"{name}-s{seed}")
+            last = summary.log[-1]
+            trained[f"{name}-s{seed}"] = {"seconds": time.perf_counter() - start, **{
+                key: last[key] for key in ("val_clean", "val_confidence", "val_margin", "val_saturated", "val_ece")}}
+            print(f"{name}-s{seed}: {trained[f'{name}-s{seed}']}", flush=True)
+    adversary = {"kinds": ["none", "cal", "opt", "platt"], "split": "validation", "n": 200, "opt_n": args.opt_n,
+                 "opt_attack": "deepwordbug"}
+    dataset = {"spec": str(args.data), "split": "test", "n": args.n}
+    attacks = ["deepwordbug", "pwws"]
+    tasks = [
+        {"name": "base", "model": f"hf:{workdir}/base-s{{seed}}"},
+        {"name": "upconf", "model": {"spec": f"hf:{workdir}/base-s{{seed}}", "temperature": 0.005}},
+        {"name": "downconf", "model": {"spec": f"hf:{workdir}/base-s{{seed}}", "temperature": 2e6}},
+        {"name": "ddi-at", "model": f"hf:{workdir}/ddi-at-s{{seed}}", "attacks": attacks + [
+            {"name": "transfer", "label": f"transfer-{attack}", "source": f"hf:{workdir}/base-s{{seed}}",
+             "attack": attack} for attack in attacks]},
+        *({"name": name, "model": f"hf:{workdir}/{name}-s{{seed}}"} for name in ("aug", "pgd", "ascc", "freelb")),
+    ]
+    tasks = [{"dataset": dataset, "attacks": attacks, "adversary": adversary, **task} for task in tasks]
+    tasks.append({"name": "sweep", "model": f"hf:{workdir}/base-s{{seed}}", "dataset": dataset,
+                  "temperatures": [0.001, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 1000, 1e6],
+                  "attacks": ["deepwordbug"], "adversary": {"kinds": ["none"]}})
+    recipe = parse_recipe({"name": "bench-ior", "tasks": tasks, "sweep": {"seeds": list(args.seeds)}})
+    results = run_loaded(recipe, args.output or workdir / "runs", overwrite=False)
+    return {"trained": trained, "tasks": [result.task for result in results]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA)
@@ -144,9 +212,20 @@ def main() -> int:
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--versus-n", type=int, default=100, help="examples for the suite vs TextAttack comparison")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--protocol", action="store_true", help="the IoR paper's protocol (trained models)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="--protocol: training seeds")
+    parser.add_argument("--scale", type=float, default=0.1, help="--protocol: embedding radii x the paper's")
+    parser.add_argument("--workdir", type=Path, help="--protocol: where the models go (reused when rerun)")
+    parser.add_argument("--output", type=Path, help="--protocol: run directory (default <workdir>/runs)")
     args = parser.parse_args()
     if not (args.data / "train.csv").exists():
         print(f"skipped: Rotten Tomatoes not found at {args.data} (see bench/README or --data)")
+        return 0
+    if args.protocol:
+        workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-ior-"))
+        report = protocol(args, workdir)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2) + "\n")
         return 0
     workdir = Path(tempfile.mkdtemp(prefix="bench-text-"))
     model_dir = workdir / "model"

@@ -63,6 +63,6 @@ CASES: list[Case] = [
     Case("cli-demo-output-empty", ("demo", "--output", ""), "argument --output: is empty"),
     Case("cli-output-nul", (*DIGITS[:-2], "--output", "a\0b"), "holds a NUL character"),
     # Names that do not exist.
-    Case("cli-adversary-bogus", (*SENTIMENT, "--adversary", "bogus"), "adversary.kinds.0: Input should be 'none', 'cal' or 'opt'"),
+    Case("cli-adversary-bogus", (*SENTIMENT, "--adversary", "bogus"), "adversary.kinds.0: Input should be 'none', 'cal', 'opt' or 'platt'"),
     Case("cli-unknown-attack", (*DIGITS, "--attacks", "pgd_lnf"), "unknown attack 'pgd_lnf'. Did you mean: pgd_linf"),
 ]

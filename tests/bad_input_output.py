@@ -80,5 +80,5 @@ CASES: list[Case] = [
     Case("eps-listed-twice", (*DIGITS, "--attacks", "fgm_linf", "--eps", "0.1,0.1"), "--eps lists a radius twice"),
     Case("eps-not-a-number", (*DIGITS, "--attacks", "fgm_linf", "--eps", "0.1,big"), "expected a number"),
     Case("eps-without-attacks", (*DIGITS, "--eps", "0.1"), "--eps needs --attacks"),
-    Case("adversary-on-images", (*DIGITS, "--adversary", "none,cal"), "adversary temperatures (cal, opt) apply to text"),
+    Case("adversary-on-images", (*DIGITS, "--adversary", "none,cal"), "adversary temperatures (cal, opt, platt) apply to text"),
 ]

@@ -135,7 +135,7 @@ def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "builtin:nope", "--dataset", "builtin:digits"], "unknown built-in model 'nope'. Available: digits-bat, digits-cnn, digits-cnn-at, digits-cnn-bat, digits-cnn-beta-at, sentiment-tiny"),
+        (["--model", "builtin:nope", "--dataset", "builtin:digits"], "unknown built-in model 'nope'. Available: digits-bat, digits-cnn, digits-cnn-at, digits-cnn-bat, digits-cnn-beta-at, sentiment-ascc-s0, sentiment-ascc-s1"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digitz"], "Did you mean: digits"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd"], "unknown attack 'pgd'"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd_linf", "--eps", "-0.1"],

@@ -304,7 +304,8 @@ def test_ior_text_recipe_prints_the_table_and_writes_the_plots(tmp_path, capsys)
     from suite.evaluation.recipes_dir import resolve_recipe
 
     recipe = load_recipe(resolve_recipe("ior_text"))
-    tasks = tuple(task.model_copy(update={"dataset": task.dataset.model_copy(update={"n": 60})})
+    tasks = tuple(task.model_copy(update={"dataset": task.dataset.model_copy(update={"n": 60}),
+                                          "attacks": task.attacks[:1]})  # DeepWordBug: PWWS is slow
                   for task in recipe.tasks if task.name in ("base", "upconf", "downconf"))
     out = tmp_path / "ior"
     run_loaded(recipe.model_copy(update={"tasks": tasks, "sweep": Sweep(seeds=(0,))}), out, overwrite=False)

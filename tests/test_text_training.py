@@ -225,9 +225,14 @@ def test_the_ior_recipe_fills_training_seeds_and_reports_mean_and_std(tmp_path, 
     adversary = AdversaryConfig(kinds=("none", "cal", "platt"), split="validation")
     tasks = tuple(task.model_copy(update={"attacks": task.attacks[:1], "adversary": adversary})
                   for task in recipe.tasks if task.name in ("base", "upconf"))
+    sweep = next(task for task in recipe.tasks if task.name == "sweep")
+    assert len(sweep.temperatures) >= 10  # Fig. 1's grid
+    tasks += (sweep.model_copy(update={"temperatures": (0.01, 1.0, 1e6)}),)
     small = recipe.model_copy(update={"tasks": tasks, "sweep": Sweep(seeds=(0, 1))})
     results = run_loaded(small, tmp_path, overwrite=False, limit=12)
-    assert sorted(result.task for result in results) == ["base-s0", "base-s1", "upconf-s0", "upconf-s1"]
+    assert sorted(result.task for result in results) == [
+        "base-s0", "base-s1", "sweep-T0.01-s0", "sweep-T0.01-s1", "sweep-T1-s0", "sweep-T1-s1",
+        "sweep-T1e06-s0", "sweep-T1e06-s1", "upconf-s0", "upconf-s1"]
     weights = {result.task: result.model.weights for result in results}
     assert weights["base-s0"] == weights["upconf-s0"] != weights["base-s1"]  # seed 1: another trained model
     out = capsys.readouterr().out
@@ -236,6 +241,12 @@ def test_the_ior_recipe_fills_training_seeds_and_reports_mean_and_std(tmp_path, 
     upconf = [line for line in table.splitlines() if line.startswith("| upconf | - |")]
     assert upconf and "±" in upconf[0]  # two seeds: mean ± std
     assert (tmp_path / "ior_tables.csv").read_text().startswith("table,")
+    assert "sweep" not in table.split("## Fig. 1")[0]  # the swept copies stay out of Tables 1-11
+    fig = [line for line in table.split("## Fig. 1")[1].splitlines() if line.startswith("| sweep |")]
+    assert [line.split(" | ")[1] for line in fig] == ["0.01", "1", "1e+06"]
+    confidences = [float(line.split(" | ")[3]) for line in fig]
+    assert confidences[0] > 99.9 and abs(confidences[2] - 50) < 0.01 and confidences[0] > confidences[1] > confidences[2]
+    assert (tmp_path / "confidence_sweep.png").stat().st_size > 1000
 
 
 def test_a_seeded_spec_without_a_seed_sweep_is_refused():
@@ -246,3 +257,38 @@ def test_a_seeded_spec_without_a_seed_sweep_is_refused():
     with pytest.raises(ValidationError, match="names \\{seed\\}"):
         Recipe(name="x", tasks=[{"name": "a", "model": "builtin:sentiment-ddi-at-s{seed}",
                                  "dataset": "builtin:sentiment"}])
+
+
+def test_table_4_scores_texts_crafted_on_base_on_ddi_at(tmp_path):
+    from suite.cli.run import run_loaded
+    from suite.evaluation.recipe import AdversaryConfig, Sweep, load_recipe
+    from suite.evaluation.recipes_dir import resolve_recipe
+
+    recipe = load_recipe(resolve_recipe("ior_text"))
+    ddi = next(task for task in recipe.tasks if task.name == "ddi-at")
+    transfers = [attack for attack in ddi.attacks if attack.name == "transfer"]
+    assert [attack.params["attack"] for attack in transfers] == ["deepwordbug", "pwws"]
+    task = ddi.model_copy(update={"attacks": (ddi.attacks[0], transfers[0]),
+                                  "adversary": AdversaryConfig(kinds=("none",))})
+    results = run_loaded(recipe.model_copy(update={"tasks": (task,), "sweep": Sweep(seeds=(0,))}), tmp_path,
+                         overwrite=False, limit=30)
+    entry = results[0].attacks["transfer-deepwordbug"]
+    assert entry.access == "transfer" and entry.params["source"] == "builtin:sentiment-base-s0"
+    table = (tmp_path / "ior_tables.md").read_text().split("## Table 4")[1]
+    rows = [line for line in table.splitlines() if line.startswith("| ddi-at |")]
+    assert [row.split(" | ")[1] for row in rows] == ["ddi-at", "builtin:sentiment-base"]
+
+
+def test_temperatures_give_one_task_per_temperature_before_the_seed_sweep():
+    from suite.evaluation.recipe import Recipe
+
+    recipe = Recipe(name="x", sweep={"seeds": [0, 1]}, tasks=[{
+        "name": "a", "model": {"spec": "builtin:sentiment-base-s{seed}", "temperature": 2.0},
+        "dataset": "builtin:sentiment", "temperatures": [0.01, 1, 2e6]}])
+    tasks = {task.name: task for task in recipe.expanded_tasks()}
+    assert sorted(tasks) == ["a-T0.01-s0", "a-T0.01-s1", "a-T1-s0", "a-T1-s1", "a-T2e06-s0", "a-T2e06-s1"]
+    assert tasks["a-T0.01-s1"].model.temperature == pytest.approx(0.02)  # times its own
+    assert tasks["a-T2e06-s0"].model.spec == "builtin:sentiment-base-s0"
+    with pytest.raises(ValueError, match="temperature listed twice"):
+        Recipe(name="x", tasks=[{"name": "a", "model": "builtin:sentiment-tiny", "dataset": "builtin:sentiment",
+                                 "temperatures": [1, 1.0]}])

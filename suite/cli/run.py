@@ -77,13 +77,16 @@ def run_loaded(recipe, output: Path | None, overwrite: bool, limit: int | None =
         from suite.report.study import write_csv
 
         print(f"\nadversary table: {write_csv(adversary_rows(results), output / 'adversary_table.csv')}")
-        from suite.report.ior import format_table, ior_tables, write_ior
+    from suite.report.ior import applies, format_table, ior_tables, write_ior
 
+    if applies(results):
         tables = ior_tables(results)
         for title, rows in tables.items():
             print(f"\n{title}\n{format_table(rows)}")
-        markdown, csv_path = write_ior(tables, output)
-        print(f"\nillusion-of-robustness tables: {markdown}, {csv_path}")
+        from suite.text import printable
+
+        files = write_ior(tables, output, results)
+        print(f"\nillusion-of-robustness tables: {', '.join(printable(str(path)) for path in files)}")
     if recipe.sweep is not None and recipe.sweep.batch_size:
         from suite.report.study import study_rows, study_table, write_study
 

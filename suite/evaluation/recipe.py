@@ -19,7 +19,6 @@ A recipe is pure data::
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from pathlib import Path
@@ -28,8 +27,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from suite.evaluation.seeds import names_seed, with_seed
 from suite.data.config import DatasetConfig
+from suite.evaluation.seeds import names_seed
+from suite.evaluation.sweep import Sweep, refuse_repeats as _refuse_repeats, temperature_copies
 from suite.errors import ConfigError
 from suite.models.config import ModelConfig
 
@@ -41,12 +41,6 @@ DEFAULT_ATTACKS = {"text": ("deepwordbug",), "image": ("auto",)}
 #: Attacks run on a randomized image ensemble when a task names none: ARC and adaptive PGD (their
 #: worst case: neither alone finds the minimum of the expected accuracy everywhere), and ``auto``.
 DEFAULT_ENSEMBLE_ATTACKS = ("arc", "apgd_rec", "auto")
-
-
-def _refuse_repeats(names: list[str], problem: str) -> None:
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise ValueError(f"{problem}: {', '.join(repeated)}")
 
 
 class AttackConfig(BaseModel):
@@ -188,6 +182,17 @@ class TaskConfig(BaseModel):
     attack_seed: int | None = Field(None, ge=0)
     #: Also compute the model's WDRO certificate on the task's examples.
     certify: CertifyConfig | None = None
+    #: Serve the model at each of these temperatures (times its own): one copy of the task per
+    #: temperature, ``<task>-T<t>`` (the IoR paper's Fig. 1: robustness against confidence).
+    temperatures: tuple[float, ...] = ()
+
+    @field_validator("temperatures")
+    @classmethod
+    def _positive_temperatures(cls, temperatures: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0 < t < float("inf") for t in temperatures):
+            raise ValueError("temperatures must be finite and > 0")
+        _refuse_repeats([f"{t:g}" for t in temperatures], "temperature listed twice")
+        return temperatures
 
     @field_validator("model", mode="before")
     @classmethod
@@ -220,109 +225,12 @@ class TaskConfig(BaseModel):
             exclude["attack_seed"] = True
         if self.certify is None:
             exclude["certify"] = True
+        if not self.temperatures:
+            exclude["temperatures"] = True
         return {"seed": seed, **self.model_dump(mode="json", exclude=exclude)}
 
     def fingerprint(self, seed: int) -> str:
         return hashlib.sha256(json.dumps(self.identity(seed), sort_keys=True).encode()).hexdigest()[:16]
-
-
-class Sweep(BaseModel):
-    """A grid a recipe runs every task over (the mini-batch study uses it).
-
-    Each of ``alphas`` gives a copy of every randomized-ensemble task whose first member is drawn
-    with that probability α and whose other members share 1 − α in their given proportions,
-    named ``<task>-a<α>`` (robust accuracy against α, as Dbouk & Shanbhag's Fig. 3); a task whose
-    model is not an ensemble runs once, as the baseline. Each batch size gives a copy of every
-    task, named ``<task>-bs<size>``; each of ``seeds``
-    gives a replicate of it with that ``attack_seed`` and ``{seed}`` in its model spec filled in
-    (:mod:`suite.evaluation.seeds`), named ``<task>-bs<size>-s<seed>`` (the
-    study reports their mean and spread). Each combination of ``params`` values gives a copy of
-    every attack, labelled ``<attack>-<value>-<value>...`` (for example ``pgd_l2-mean-fp16``).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    alphas: tuple[float, ...] = ()
-    batch_size: tuple[int, ...] = ()
-    seeds: tuple[int, ...] = ()
-    params: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _not_empty(cls, data: Any) -> Any:
-        for axis in ("alphas", "batch_size", "seeds"):
-            if isinstance(data, dict) and axis in data and not data[axis]:
-                raise ValueError(f"sweep {axis} lists nothing (remove it, or list at least one value)")
-        if isinstance(data, dict) and not any(data.get(axis) for axis in ("alphas", "batch_size", "seeds", "params")):
-            raise ValueError("a sweep needs alphas, batch_size, seeds or params to sweep over")
-        return data
-
-    @field_validator("alphas")
-    @classmethod
-    def _probabilities(cls, alphas: tuple[float, ...]) -> tuple[float, ...]:
-        if any(not 0 <= alpha <= 1 for alpha in alphas):
-            raise ValueError("sweep alphas are probabilities: each must lie in [0, 1]")
-        _refuse_repeats([f"{alpha:g}" for alpha in alphas], "alpha listed twice")
-        return alphas
-
-    @field_validator("batch_size")
-    @classmethod
-    def _positive(cls, sizes: tuple[int, ...]) -> tuple[int, ...]:
-        if any(size <= 0 for size in sizes):
-            raise ValueError("batch sizes must be positive")
-        _refuse_repeats([str(size) for size in sizes], "batch size listed twice")
-        return sizes
-
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, seeds: tuple[int, ...]) -> tuple[int, ...]:
-        if any(seed < 0 for seed in seeds):
-            raise ValueError("seeds must be non-negative")
-        _refuse_repeats([str(seed) for seed in seeds], "seed listed twice")
-        return seeds
-
-    @field_validator("params")
-    @classmethod
-    def _values(cls, params: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
-        for key, values in params.items():
-            if not values:
-                raise ValueError(f"sweep parameter {key!r} has no values")
-            if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", str(value)) for value in values):
-                raise ValueError(f"sweep values of {key!r} must be plain words or numbers")
-        return params
-
-    def expand(self, task: TaskConfig) -> list[TaskConfig]:
-        combos = list(itertools.product(*self.params.values())) or [()]
-        attacks = []
-        for attack in task.attacks:
-            for combo in combos:
-                label = "-".join([attack.key, *(str(value) for value in combo)])
-                params = {**attack.params, **dict(zip(self.params, combo))}
-                attacks.append(attack.model_copy(update={"params": params, "label": label}))
-        expanded = task.model_copy(update={"attacks": tuple(attacks)}) if self.params else task
-        copies = [expanded]
-        if self.alphas and expanded.model.members:
-            copies = [expanded.model_copy(update={"name": f"{task.name}-a{alpha:g}",
-                                                  "model": with_first_probability(expanded.model, alpha)})
-                      for alpha in self.alphas]
-        if self.batch_size:
-            copies = [expanded.model_copy(update={"name": f"{task.name}-bs{size}", "batch_size": size})
-                      for size in self.batch_size]
-        if self.seeds:  # and the model trained with that seed, where the spec says {seed}
-            copies = [with_seed(copy.model_copy(update={"name": f"{copy.name}-s{seed}", "attack_seed": seed}), seed)
-                      for copy in copies for seed in self.seeds]
-        return copies
-
-
-def with_first_probability(model: ModelConfig, alpha: float) -> ModelConfig:
-    """An ensemble config whose first member has probability ``alpha``; the others share
-    1 − ``alpha`` in their given proportions (equally, if they had none)."""
-    first, *rest = model.members
-    weight = sum(member.probability for member in rest)
-    shares = [member.probability / weight if weight > 0 else 1 / len(rest) for member in rest]
-    members = (first.model_copy(update={"probability": alpha}),
-               *(member.model_copy(update={"probability": round((1 - alpha) * share, 12)}) for member, share in zip(rest, shares)))
-    return model.model_copy(update={"members": members})
 
 
 class Recipe(BaseModel):
@@ -357,10 +265,12 @@ class Recipe(BaseModel):
         return self
 
     def expanded_tasks(self) -> tuple[TaskConfig, ...]:
-        """The tasks to run: ``tasks``, or every task over the sweep grid."""
+        """The tasks to run: ``tasks`` (a task with ``temperatures``: one per temperature), each
+        over the sweep grid when there is one."""
+        tasks = [copy for task in self.tasks for copy in temperature_copies(task)]
         if self.sweep is None:
-            return self.tasks
-        return tuple(expanded for task in self.tasks for expanded in self.sweep.expand(task))
+            return tuple(tasks)
+        return tuple(expanded for task in tasks for expanded in self.sweep.expand(task))
 
     def batch_size_for(self, task: TaskConfig) -> int:
         return task.batch_size or self.batch_size

@@ -9,7 +9,12 @@ and is left out for a single seed.
   each attack's adversarial inputs (out-of-the-box attack);
 - Tables 3, 12 and 13: adversarial accuracy per attack under each adversary (none, cal, opt,
   platt);
-- Table 11: ECE, MCE and mean confidence of the served model and after ``cal``'s temperature.
+- Table 11: ECE, MCE and mean confidence of the served model and after ``cal``'s temperature;
+- Table 4: transfer: each task's own attacks next to the same attacks run on a source model
+  (``transfer`` entries), scored on the task's model;
+- Fig. 1: adversarial accuracy against mean confidence, from a task served at several
+  temperatures (``temperatures:`` in the recipe, tasks ``<task>-T<t>``), written as
+  ``confidence_sweep.png`` and kept out of the other tables.
 
 ``write_ior`` writes them as Markdown (``ior_tables.md``) and CSV (``ior_tables.csv``, one row
 per table row, the table's title in the first column).
@@ -22,10 +27,12 @@ import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from suite.report.results import Results
 
 _SEED = re.compile(r"^(?P<task>.+)-s(?P<seed>\d+)$")
+_TEMPERATURE = re.compile(r"^(?P<task>.+)-T(?P<t>[0-9][0-9.e-]*)$")
 KINDS = ("none", "cal", "opt", "platt")
 
 
@@ -117,14 +124,105 @@ def table_11(groups: dict[str, list[Results]]) -> list[dict[str, str]]:
     return rows
 
 
+def table_4(groups: dict[str, list[Results]]) -> list[dict[str, str]]:
+    """Per task with transfer entries: its own attacks (src = itself) and each source's."""
+    rows = []
+    for task, runs in groups.items():
+        sources: dict[str, dict[str, list]] = {}
+        for run in runs:
+            for key, entry in run.attacks.items():
+                if entry.access == "transfer":
+                    source = _SEED.sub(r"\g<task>", str(entry.params.get("source", "?")))
+                    sources.setdefault(source, {}).setdefault(str(entry.params.get("attack")), []).append(entry)
+        if not sources:
+            continue
+        inner = list(dict.fromkeys(attack for by_attack in sources.values() for attack in by_attack))
+        clean = mean_std([r.clean_accuracy for r in runs])
+        own = {"tgt": task, "src": task, "clean": clean}
+        for attack in inner:
+            own[attack] = mean_std([e.robust_accuracy if (e := _entry(r, attack, "none")) else None for r in runs])
+        rows.append(own)
+        for source, by_attack in sources.items():
+            row = {"tgt": task, "src": source, "clean": clean}
+            for attack in inner:
+                row[attack] = mean_std([e.robust_accuracy for e in by_attack.get(attack, [])])
+            rows.append(row)
+    return rows
+
+
+def confidence_sweep(groups: dict[str, list[Results]]) -> list[dict[str, Any]]:
+    """Fig. 1's points: per swept task and temperature, the mean clean confidence and each
+    out-of-the-box attack's adversarial accuracy (means over seeds, as fractions)."""
+    points = []
+    for name, runs in groups.items():
+        match = _TEMPERATURE.match(name)
+        if match is None:
+            continue
+        point: dict[str, Any] = {"task": match["task"], "temperature": float(match["t"]), "seeds": len(runs),
+                                 "mean_confidence": statistics.fmean(
+                                     (r.calibration or {}).get("mean_confidence", float("nan")) for r in runs)}
+        for attack in _attacks(runs):
+            values = [e.robust_accuracy for r in runs if (e := _entry(r, attack, "none")) is not None]
+            if values:
+                point[attack] = statistics.fmean(values)
+        points.append(point)
+    return sorted(points, key=lambda point: (point["task"], point["temperature"]))
+
+
+def applies(results: Sequence[Results]) -> bool:
+    """Whether the run has anything these tables show: an aware adversary, a transfer attack, or
+    a temperature sweep."""
+    return any(entry.adversary != "none" or entry.access == "transfer" for result in results
+               for entry in result.attacks.values()) or any(_TEMPERATURE.match(name) for name in group_seeds(results))
+
+
 def ior_tables(results: Sequence[Results]) -> dict[str, list[dict[str, str]]]:
-    groups = group_seeds(results)
-    attacks = _attacks(results)
-    return {
+    all_groups = group_seeds(results)
+    groups = {name: runs for name, runs in all_groups.items() if not _TEMPERATURE.match(name)}
+    attacks = _attacks([run for runs in groups.values() for run in runs])
+    tables = {
         "Table 1: clean accuracy and mean predicted-class confidence (%)": table_1(groups, attacks),
         "Tables 3, 12, 13: adversarial accuracy (%) by adversary": table_3(groups, attacks),
         "Table 11: calibration (%) of the served model and after cal": table_11(groups),
+        "Table 4: transfer, adversarial accuracy (%) on tgt of texts crafted on src": table_4(groups),
     }
+    sweep = confidence_sweep(all_groups)
+    if sweep:
+        tables["Fig. 1: adversarial accuracy (%) against mean confidence (%), over the served temperature"] = [
+            {key: (f"{value:g}" if key == "temperature" else f"{100 * value:.2f}" if isinstance(value, float)
+                   else str(value)) for key, value in point.items()} for point in sweep]
+    return {title: rows for title, rows in tables.items() if rows}
+
+
+def plot_confidence_sweep(points: list[dict[str, Any]], path: Path, title: str) -> Path:
+    """Fig. 1: adversarial accuracy against mean confidence, one line per (task, attack)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from suite.report.figures import save_figure
+
+    figure, axis = plt.subplots(figsize=(6.5, 4.2))
+    series: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for point in points:
+        for key, value in point.items():
+            if key not in ("task", "temperature", "seeds", "mean_confidence") and isinstance(value, float):
+                series.setdefault((point["task"], key), []).append(point)
+    for (task, attack), members in series.items():
+        xs = [100 * member["mean_confidence"] for member in members]
+        ys = [100 * member[attack] for member in members]
+        axis.plot(xs, ys, marker="o", markersize=4, label=f"{task}: {attack}")
+        for member, x, y in zip(members, xs, ys):
+            axis.annotate(f"T={member['temperature']:g}", (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+    axis.set_xlabel("mean predicted-class confidence on clean inputs (%)")
+    axis.set_ylabel("adversarial accuracy (%)")
+    axis.set_title(title)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize="small")
+    figure.tight_layout()
+    save_figure(figure, path, dpi=110)
+    return path
 
 
 def format_table(rows: list[dict[str, str]]) -> str:
@@ -137,10 +235,17 @@ def format_table(rows: list[dict[str, str]]) -> str:
     return format_rows(header, [[printable(row.get(column, "-")) for column in header] for row in rows])
 
 
-def write_ior(tables: dict[str, list[dict[str, str]]], directory: Path) -> tuple[Path, Path]:
-    """``ior_tables.md`` (every table) and ``ior_tables.csv`` (every row, with its table)."""
+def write_ior(tables: dict[str, list[dict[str, str]]], directory: Path,
+              results: Sequence[Results] = ()) -> list[Path]:
+    """``ior_tables.md`` (every table), ``ior_tables.csv`` (every row, with its table) and, with
+    a temperature sweep among ``results``, ``confidence_sweep.png`` (Fig. 1)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    sweep = confidence_sweep(group_seeds(results))
+    if sweep:
+        written.append(plot_confidence_sweep(sweep, directory / "confidence_sweep.png",
+                                             "adversarial accuracy against confidence (Fig. 1)"))
     markdown = directory / "ior_tables.md"
     lines = []
     for title, rows in tables.items():
@@ -158,7 +263,7 @@ def write_ior(tables: dict[str, list[dict[str, str]]], directory: Path) -> tuple
         writer.writeheader()
         for title, rows in tables.items():
             writer.writerows({"table": title, **row} for row in rows)
-    return markdown, path
+    return [markdown, path, *written]
 
 
 def _cell(text: str) -> str:
