@@ -161,18 +161,33 @@ def protocol(args: argparse.Namespace, workdir: Path) -> dict:
     from suite.train import TrainConfig
     from suite.train import train as train_model
 
+    data = args.data
+    if args.train_n is not None:  # a seeded subsample of the training split, the rest as is
+        import random
+        import shutil
+
+        data = workdir / f"data-train{args.train_n}"
+        if not (data / "train.csv").exists():
+            data.mkdir(parents=True, exist_ok=True)
+            rows = (args.data / "train.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+            keep = sorted(random.Random(0).sample(range(1, len(rows)), args.train_n))
+            (data / "train.csv").write_text(rows[0] + "".join(rows[i] for i in keep), encoding="utf-8")
+            for split in ("validation", "test"):
+                shutil.copyfile(args.data / f"{split}.csv", data / f"{split}.csv")
     init = workdir / "init"
     if not (init / "config.json").exists():
-        texts, labels = _read(args.data / "train.csv")
+        texts, labels = _read(data / "train.csv")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             train_word_bert(init, texts, labels, ["negative", "positive"], epochs=0, hidden_size=128)
     trained: dict = {}
     for seed in args.seeds:
         for name, (method, params) in _methods(args.scale).items():
+            if name not in args.methods:
+                continue
             params = {key: value.format(base=workdir / f"base-s{seed}") if isinstance(value, str) else value
                       for key, value in params.items()}
-            config = TrainConfig(model=f"hf:{init}", dataset=str(args.data), val_split="validation", method=method,
+            config = TrainConfig(model=f"hf:{init}", dataset=str(data), val_split="validation", method=method,
                                  method_params=params, lr=args.lr, epochs=args.epochs, batch_size=8, seed=seed)
             start = time.perf_counter()
             summary = train_model(config, workdir / f"{name}-s{seed}")
@@ -182,7 +197,7 @@ def protocol(args: argparse.Namespace, workdir: Path) -> dict:
             print(f"{name}-s{seed}: {trained[f'{name}-s{seed}']}", flush=True)
     adversary = {"kinds": ["none", "cal", "opt", "platt"], "split": "validation", "n": 200, "opt_n": args.opt_n,
                  "opt_attack": "deepwordbug"}
-    dataset = {"spec": str(args.data), "split": "test", "n": args.n}
+    dataset = {"spec": str(data), "split": "test", "n": args.n}
     attacks = ["deepwordbug", "pwws"]
     tasks = [
         {"name": "base", "model": f"hf:{workdir}/base-s{{seed}}"},
@@ -193,6 +208,7 @@ def protocol(args: argparse.Namespace, workdir: Path) -> dict:
              "attack": attack} for attack in attacks]},
         *({"name": name, "model": f"hf:{workdir}/{name}-s{{seed}}"} for name in ("aug", "pgd", "ascc", "freelb")),
     ]
+    tasks = [task for task in tasks if task["name"] in ("upconf", "downconf") or task["name"] in args.methods]
     tasks = [{"dataset": dataset, "attacks": attacks, "adversary": adversary, **task} for task in tasks]
     tasks.append({"name": "sweep", "model": f"hf:{workdir}/base-s{{seed}}", "dataset": dataset,
                   "temperatures": [0.001, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 1000, 1e6],
@@ -217,6 +233,9 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=0.1, help="--protocol: embedding radii x the paper's")
     parser.add_argument("--workdir", type=Path, help="--protocol: where the models go (reused when rerun)")
     parser.add_argument("--output", type=Path, help="--protocol: run directory (default <workdir>/runs)")
+    parser.add_argument("--methods", nargs="+", default=["base", "ddi-at", "pgd", "freelb", "ascc", "aug"],
+                        help="--protocol: which models to train and attack (base is always needed)")
+    parser.add_argument("--train-n", type=int, help="--protocol: train on a seeded subsample of this many sentences")
     args = parser.parse_args()
     if not (args.data / "train.csv").exists():
         print(f"skipped: Rotten Tomatoes not found at {args.data} (see bench/README or --data)")

@@ -16,7 +16,25 @@ import torch
 from suite.models.base import Classifier
 
 
-class TemperatureScaled(Classifier):
+class LogitView(Classifier):
+    """A classifier that serves a rescaling of ``base``'s logits: the shared plumbing of
+    :class:`TemperatureScaled` and :class:`AffineScaled` (model-specific helpers, a text
+    model's ``tokenize``, pass through to the base)."""
+
+    def __init__(self, base: Classifier) -> None:
+        self.base = base
+        self.modality = base.modality
+        self.labels = base.labels
+        self.input_size = base.input_size
+        self.info = base.info
+
+    @property
+    def device(self) -> torch.device:
+        return self.base.device
+
+
+
+class TemperatureScaled(LogitView):
     """Serve ``base.logits(x) / temperature``.
 
     Args:
@@ -29,17 +47,10 @@ class TemperatureScaled(Classifier):
     def __init__(self, base: Classifier, temperature: float, adversary: bool = False) -> None:
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
-        self.base = base
+        super().__init__(base)
         self.temperature = float(temperature)
         self.adversary = adversary
-        self.modality = base.modality
-        self.labels = base.labels
-        self.input_size = base.input_size
         self.info = replace(base.info, temperature=base.info.temperature * self.temperature)
-
-    @property
-    def device(self) -> torch.device:
-        return self.base.device
 
     def _forward(self, batch: Any) -> torch.Tensor:
         return self.base._forward(batch) / self.temperature
@@ -67,17 +78,8 @@ class TemperatureScaled(Classifier):
         bound, how = self.base.lipschitz_bound()
         return (None if bound is None else bound / self.temperature), how
 
-    def weights_hash(self) -> str:
-        return self.base.weights_hash()
 
-    def __getattr__(self, name: str) -> Any:
-        # Model-specific helpers (a text model's ``tokenize``) pass through to the base.
-        if name == "base":
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-
-class AffineScaled(Classifier):
+class AffineScaled(LogitView):
     """An adversary's view ``base.logits(x) ⊙ scale + bias`` (vector scaling: the Platt-scaling
     adversary of the IoR paper, App. D.5). Unlike a temperature it can change predictions, so its
     correctness is its own; the suite scores what attacks find here on ``base``.
@@ -88,17 +90,9 @@ class AffineScaled(Classifier):
     def __init__(self, base: Classifier, scale: Sequence[float], bias: Sequence[float]) -> None:
         if len(scale) != base.num_classes or len(bias) != base.num_classes:
             raise ValueError(f"vector scaling needs {base.num_classes} scales and biases")
-        self.base = base
+        super().__init__(base)
         self.scale = torch.tensor([float(v) for v in scale])
         self.bias = torch.tensor([float(v) for v in bias])
-        self.modality = base.modality
-        self.labels = base.labels
-        self.input_size = base.input_size
-        self.info = base.info
-
-    @property
-    def device(self) -> torch.device:
-        return self.base.device
 
     def _apply(self, logits: torch.Tensor) -> torch.Tensor:
         return logits * self.scale.to(logits.device, logits.dtype) + self.bias.to(logits.device, logits.dtype)
@@ -110,10 +104,3 @@ class AffineScaled(Classifier):
         ids, embeddings, logits = self.base.embedding_logits(texts)
         return ids, embeddings, self._apply(logits)
 
-    def weights_hash(self) -> str:
-        return self.base.weights_hash()
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "base":
-            raise AttributeError(name)
-        return getattr(self.base, name)

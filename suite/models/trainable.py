@@ -20,7 +20,60 @@ from suite.models.base import Classifier, ModelInfo, weights_hash
 from suite.models.timm_image import TimmImageClassifier, _build, save_timm_dir
 
 
-class TrainableImage:
+class Trainable:
+    """What every model under training shares: its classifier, modes, checkpoint state and hash.
+
+    The text twin is :class:`suite.models.trainable_text.TrainableText`.
+    """
+
+    classifier: Classifier
+
+    @property
+    def device(self) -> torch.device:
+        return self.classifier.device
+
+    @property
+    def module(self) -> torch.nn.Module:
+        return self.classifier.module
+
+    def parameters(self) -> list[torch.nn.Parameter]:
+        return list(self.module.parameters())
+
+    def train(self) -> None:
+        """Train mode: batch-norm statistics and dropout are live, and parameters take gradients."""
+        self.module.train()
+        self.module.requires_grad_(True)
+
+    def eval(self) -> None:
+        """Eval mode with frozen parameters: how attacks and validation see the model."""
+        self.module.eval()
+        self.module.requires_grad_(False)
+
+    @contextmanager
+    def frozen(self) -> Iterator[Classifier]:
+        """The classifier in eval mode with frozen parameters, for the duration of an attack;
+        the previous mode is restored afterwards."""
+        training = self.module.training
+        self.eval()
+        try:
+            yield self.classifier
+        finally:
+            if training:
+                self.train()
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """Every parameter and buffer as separate CPU copies, for checkpoints (tied weights are
+        copied apart, as safetensors requires)."""
+        return {key: value.detach().cpu().clone() for key, value in self.module.state_dict().items()}
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.module.load_state_dict(state, strict=True)
+
+    def weights_hash(self) -> str:
+        return weights_hash(self.module)
+
+
+class TrainableImage(Trainable):
     """The weights of a timm image classifier being trained, and a classifier view of them.
 
     Args:
@@ -58,48 +111,9 @@ class TrainableImage:
         architecture = classifier.info.extra.get("architecture") or classifier.info.spec.partition(":")[2]
         return cls(classifier, architecture, classifier.info.extra.get("model_args"))
 
-    @property
-    def device(self) -> torch.device:
-        return self.classifier.device
-
-    def parameters(self) -> list[torch.nn.Parameter]:
-        return list(self.classifier.module.parameters())
-
-    def train(self) -> None:
-        """Train mode: batch-norm statistics update and parameters take gradients."""
-        self.classifier.module.train()
-        self.classifier.module.requires_grad_(True)
-
-    def eval(self) -> None:
-        """Eval mode with frozen parameters: how attacks and validation see the model."""
-        self.classifier.module.eval()
-        self.classifier.module.requires_grad_(False)
-
-    @contextmanager
-    def frozen(self) -> Iterator[Classifier]:
-        """The classifier in eval mode with frozen parameters, for the duration of an attack;
-        the previous mode is restored afterwards."""
-        training = self.classifier.module.training
-        self.eval()
-        try:
-            yield self.classifier
-        finally:
-            if training:
-                self.train()
-
     def logits(self, images: torch.Tensor) -> torch.Tensor:
         """Logits of [0, 1] images in the current mode, with the graph kept for the parameters."""
         return self.classifier.logits(images, grad=True)
-
-    def state(self) -> dict[str, torch.Tensor]:
-        """Every parameter and buffer, as CPU copies (for checkpoints)."""
-        return {key: value.detach().cpu().clone() for key, value in self.classifier.module.state_dict().items()}
-
-    def load_state(self, state: dict[str, torch.Tensor]) -> None:
-        self.classifier.module.load_state_dict(state, strict=True)
-
-    def weights_hash(self) -> str:
-        return weights_hash(self.classifier.module)
 
     def save(self, directory: Path) -> None:
         """Write a ``timm:<dir>`` model directory (safetensors + ``config.json``)."""

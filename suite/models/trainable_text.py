@@ -12,18 +12,18 @@ logits from (possibly perturbed) embeddings, plus the parameters, modes, checkpo
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from suite.errors import ConfigError
-from suite.models.base import Classifier, weights_hash
+from suite.models.base import Classifier
 from suite.models.hf_text import HFTextClassifier
+from suite.models.trainable import Trainable
 
 
-class TrainableText:
+class TrainableText(Trainable):
     """The weights of an ``hf:`` sequence classifier being trained, and a classifier view of them."""
 
     def __init__(self, classifier: HFTextClassifier) -> None:
@@ -37,38 +37,6 @@ class TrainableText:
             raise ConfigError(f"{classifier.info.name} is not a Hugging Face text classifier: text adversarial "
                               "training takes hf:<dir> and built-in text models")
         return cls(classifier)
-
-    @property
-    def device(self) -> torch.device:
-        return self.classifier.device
-
-    @property
-    def module(self) -> torch.nn.Module:
-        return self.classifier.module
-
-    def parameters(self) -> list[torch.nn.Parameter]:
-        return [p for p in self.module.parameters() if p.requires_grad]
-
-    def train(self) -> None:
-        """Train mode (dropout on, as TextDefender's trainers also run their inner attacks)."""
-        self.module.train()
-        self.module.requires_grad_(True)
-
-    def eval(self) -> None:
-        self.module.eval()
-        self.module.requires_grad_(False)
-
-    @contextmanager
-    def frozen(self) -> Iterator[Classifier]:
-        """The classifier in eval mode with frozen parameters (validation, an attack); the
-        previous mode is restored afterwards."""
-        training = self.module.training
-        self.eval()
-        try:
-            yield self.classifier
-        finally:
-            if training:
-                self.train()
 
     def encode(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         """The tokenised batch (dynamic padding), on the model's device."""
@@ -95,17 +63,6 @@ class TrainableText:
 
     def special_ids(self) -> set[int]:
         return set(int(i) for i in self.classifier.tokenizer.all_special_ids)
-
-    def state(self) -> dict[str, torch.Tensor]:
-        """Every parameter and buffer as separate CPU copies (tied weights are copied apart, as
-        safetensors requires)."""
-        return {key: value.detach().cpu().clone() for key, value in self.module.state_dict().items()}
-
-    def load_state(self, state: dict[str, torch.Tensor]) -> None:
-        self.module.load_state_dict(state, strict=True)
-
-    def weights_hash(self) -> str:
-        return weights_hash(self.module)
 
     def save(self, directory: Path) -> None:
         """Write an ``hf:<dir>`` model directory (``save_pretrained``: safetensors, config and tokenizer)."""

@@ -33,7 +33,7 @@ from suite.progress import progress_bar
 from suite.seeding import example_generator, example_seed
 from suite.train.config import TrainConfig
 from suite.train.methods import TrainMethod
-from suite.train.store import BEST_DIR, CURVES_FILE, LOG_FILE, TrainStore, optimiser_tensors, restore_optimiser
+from suite.train.store import BEST_DIR, CURVES_FILE, LOG_FILE, TrainStore, optimiser_tensors
 
 logger = logging.getLogger(__name__)
 #: Part of a run's identity: bump when a change to the loop changes the weights it trains.
@@ -183,15 +183,7 @@ def _run(config: TrainConfig, method: TrainMethod, model: TrainableImage, train_
     device = model.device
     optimiser = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
                                 weight_decay=config.weight_decay)
-    start, best = 0, {"epoch": 0, "robust": -1.0}
-    state = store.load_state()
-    if state is not None:
-        weights, tensors, progress = state
-        model.load_state(weights)
-        restore_optimiser(optimiser, tensors, progress["optimiser"])
-        start, best = progress["epochs_done"], progress["best"]
-        logger.info("resuming %s from epoch %d of %d", store.directory, start, config.epochs)
-    log = store.log(start)
+    start, best, log = store.resume(model, optimiser, {"epoch": 0, "robust": -1.0}, config.epochs)
     resumed_from = start
     batches = math.ceil(len(train_set.y) / config.batch_size)
     for epoch in range(start, config.epochs):

@@ -20,6 +20,7 @@ an uninterrupted run has. Nothing is ever unpickled: tensors go to safetensors, 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -30,6 +31,7 @@ import torch
 from suite.errors import ConfigError
 from suite.paths import atomic_write_text, check_run_directory, lock_directory, writable_parent
 
+logger = logging.getLogger(__name__)
 RUN_FILE = "train_run.json"
 STATE_FILE = "state.safetensors"
 LOG_FILE = "train_log.jsonl"
@@ -115,6 +117,21 @@ class TrainStore:
         model = {key.removeprefix("model."): value for key, value in tensors.items() if key.startswith("model.")}
         optimiser = {key.removeprefix("optim."): value for key, value in tensors.items() if key.startswith("optim.")}
         return model, optimiser, progress
+
+    def resume(self, model: Any, optimiser: torch.optim.Optimizer, best: dict[str, Any],
+               epochs: int) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
+        """Load the last finished epoch's weights and optimiser state into ``model`` and
+        ``optimiser``, if there is one: ``(epochs done, best so far, log of those epochs)``
+        (``(0, best, [])`` for a fresh run)."""
+        start = 0
+        state = self.load_state()
+        if state is not None:
+            weights, tensors, progress = state
+            model.load_state(weights)
+            restore_optimiser(optimiser, tensors, progress["optimiser"])
+            start, best = progress["epochs_done"], progress["best"]
+            logger.info("resuming %s from epoch %d of %d", self.directory, start, epochs)
+        return start, best, self.log(start)
 
     def save_state(self, model: dict[str, torch.Tensor], optimiser: dict[str, torch.Tensor],
                    progress: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ from suite.models.trainable_text import TrainableText
 from suite.progress import progress_bar
 from suite.seeding import example_generator, example_seed
 from suite.train.config import TrainConfig
-from suite.train.store import BEST_DIR, CURVES_FILE, LOG_FILE, TrainStore, optimiser_tensors, restore_optimiser
+from suite.train.store import BEST_DIR, CURVES_FILE, LOG_FILE, TrainStore, optimiser_tensors
 from suite.train.text_methods import TextMethod
 
 logger = logging.getLogger(__name__)
@@ -92,15 +92,7 @@ def _run(config: TrainConfig, method: TextMethod, model: TrainableText, train_ex
          val_examples: list[Example], store: TrainStore) -> tuple[list[dict[str, Any]], int, int]:
     optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=BETAS, eps=ADAM_EPS,
                                   weight_decay=config.weight_decay)
-    start, best = 0, {"epoch": 0, "accuracy": -1.0}
-    state = store.load_state()
-    if state is not None:
-        weights, tensors, progress = state
-        model.load_state(weights)
-        restore_optimiser(optimiser, tensors, progress["optimiser"])
-        start, best = progress["epochs_done"], progress["best"]
-        logger.info("resuming %s from epoch %d of %d", store.directory, start, config.epochs)
-    log = store.log(start)
+    start, best, log = store.resume(model, optimiser, {"epoch": 0, "accuracy": -1.0}, config.epochs)
     resumed_from = start
     added = method.augment(train_examples, config.seed) if start < config.epochs else []
     if added:
