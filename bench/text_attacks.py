@@ -166,12 +166,18 @@ def protocol(args: argparse.Namespace, workdir: Path) -> dict:
         import random
         import shutil
 
+        import csv
+
         data = workdir / f"data-train{args.train_n}"
         if not (data / "train.csv").exists():
             data.mkdir(parents=True, exist_ok=True)
-            rows = (args.data / "train.csv").read_text(encoding="utf-8").splitlines(keepends=True)
-            keep = sorted(random.Random(0).sample(range(1, len(rows)), args.train_n))
-            (data / "train.csv").write_text(rows[0] + "".join(rows[i] for i in keep), encoding="utf-8")
+            with open(args.data / "train.csv", newline="", encoding="utf-8") as handle:
+                rows = list(csv.DictReader(handle))
+            keep = sorted(random.Random(0).sample(range(len(rows)), args.train_n))
+            with open(data / "train.csv", "w", newline="", encoding="utf-8") as handle:
+                writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows[i] for i in keep)
             for split in ("validation", "test"):
                 shutil.copyfile(args.data / f"{split}.csv", data / f"{split}.csv")
     init = workdir / "init"

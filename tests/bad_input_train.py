@@ -29,6 +29,17 @@ def output_file(work: Path) -> None:
     (work / "out").write_text("a file\n")
 
 
+def text_recipe(model: str, extra: str = "", task: str = ""):
+    """Setup: ``r.yaml`` with one DeepWordBug task on ``model`` over built-in sentiment."""
+    def setup(work: Path) -> None:
+        (work / "r.yaml").write_text(f"name: bad\n{extra}tasks:\n  - name: t\n    model: '{model}'\n"
+                                     f"    dataset: {{spec: builtin:sentiment, n: 4}}\n    attacks: [deepwordbug]\n{task}")
+    return setup
+
+
+RUN = ("run", "{tmp}/r.yaml", "--output", "{tmp}/out")
+
+
 def csv_data(work: Path) -> None:
     (work / "data.csv").write_text("text,label\nhello,0\nworld,1\n")
 
@@ -68,6 +79,16 @@ CASES: list[Case] = [
     Case("train-aug-unknown-attack", (*TEXT, "--method", "aug", "--source", "builtin:sentiment-tiny", "--attack", "dwb"),
          "unknown attack 'dwb'"),
     Case("train-text-fresh-args", (*TEXT, "--num-classes", "3"), "is fine-tuned as it is"),
+    Case("recipe-seed-without-sweep", RUN, "task 't' names {seed}: add sweep",
+         text_recipe("builtin:sentiment-base-s{seed}")),
+    Case("recipe-seed-without-model", RUN, "unknown built-in model 'sentiment-base-s7'",
+         text_recipe("builtin:sentiment-base-s{seed}", extra="sweep: {seeds: [7]}\n")),
+    Case("recipe-temperature-zero", RUN, "temperatures must be finite and > 0",
+         text_recipe("builtin:sentiment-tiny", task="    temperatures: [0, 1]\n")),
+    Case("recipe-temperature-twice", RUN, "temperature listed twice",
+         text_recipe("builtin:sentiment-tiny", task="    temperatures: [1, 1.0]\n")),
+    Case("recipe-platt-unknown-kind", RUN, "Input should be 'none', 'cal', 'opt' or 'platt'",
+         text_recipe("builtin:sentiment-tiny", task="    adversary: {kinds: [none, vector]}\n")),
     Case("train-text-dataset", ("train", "--model", "timm:test_resnet", "--dataset", "builtin:sentiment", "--output",
                                 "{tmp}/out"), "holds text"),
     Case("train-unknown-dataset", ("train", "--model", "timm:test_resnet", "--dataset", "builtin:cifar", "--output",
