@@ -32,6 +32,13 @@ class LogitView(Classifier):
     def device(self) -> torch.device:
         return self.base.device
 
+    def weights_hash(self) -> str:
+        return self.base.weights_hash()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
 
 
 class TemperatureScaled(LogitView):
