@@ -33,7 +33,7 @@ from suite.progress import progress_bar
 from suite.seeding import example_generator, example_seed
 from suite.train.config import TrainConfig
 from suite.train.methods import TrainMethod
-from suite.train.store import BEST_DIR, CURVES_FILE, LOG_FILE, TrainStore, optimiser_tensors
+from suite.train.store import CURVES_FILE, TrainStore
 
 logger = logging.getLogger(__name__)
 #: Part of a run's identity: bump when a change to the loop changes the weights it trains.
@@ -218,19 +218,13 @@ def _run(config: TrainConfig, method: TrainMethod, model: TrainableImage, train_
                     epoch + 1, config.epochs, entry["loss"], 100 * accuracy["val_clean"], config.eval_steps,
                     100 * accuracy["val_pgd"], config.eval_steps, 100 * accuracy["val_beta"], entry["seconds"])
         model.eval()
-        store.save_model(model.save)
-        if accuracy["val_robust"] > best["robust"]:
+        improved = accuracy["val_robust"] > best["robust"]
+        if improved:
             best = {"epoch": epoch + 1, "robust": accuracy["val_robust"]}
-            store.save_model(model.save, best=True)
-        store.append_log(entry)
-        log.append(entry)
-        tensors, meta = optimiser_tensors(optimiser)
-        store.save_state(model.state(), tensors, {"epochs_done": epoch + 1, "best": best, "optimiser": meta})
+        store.end_epoch(model, optimiser, entry, log, best, improved)
         _plot(store.directory, log, config)
     model.eval()
-    files = {"model": str(store.directory), "best": str(store.directory / BEST_DIR),
-             "log": str(store.directory / LOG_FILE), "curves": str(store.directory / CURVES_FILE)}
-    return TrainSummary(store.directory, log, best["epoch"], resumed_from, model.weights_hash(), files)
+    return TrainSummary(store.directory, log, best["epoch"], resumed_from, model.weights_hash(), store.files())
 
 
 def validation_attacks(method: TrainMethod, steps: int) -> dict[str, Any]:

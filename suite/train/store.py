@@ -133,6 +133,23 @@ class TrainStore:
             logger.info("resuming %s from epoch %d of %d", self.directory, start, epochs)
         return start, best, self.log(start)
 
+    def end_epoch(self, model: Any, optimiser: torch.optim.Optimizer, entry: dict[str, Any], log: list[dict[str, Any]],
+                  best: dict[str, Any], improved: bool) -> None:
+        """Commit a finished epoch: the model (and ``best/`` when ``improved``), its log line,
+        then the resume state (the commit point)."""
+        self.save_model(model.save)
+        if improved:
+            self.save_model(model.save, best=True)
+        self.append_log(entry)
+        log.append(entry)
+        tensors, meta = optimiser_tensors(optimiser)
+        self.save_state(model.state(), tensors, {"epochs_done": entry["epoch"], "best": best, "optimiser": meta})
+
+    def files(self) -> dict[str, str]:
+        """Where a run's outputs are: the model, ``best/``, the log and the curves."""
+        return {"model": str(self.directory), "best": str(self.directory / BEST_DIR),
+                "log": str(self.directory / LOG_FILE), "curves": str(self.directory / CURVES_FILE)}
+
     def save_state(self, model: dict[str, torch.Tensor], optimiser: dict[str, torch.Tensor],
                    progress: dict[str, Any]) -> None:
         """Commit a finished epoch (atomically): the point a rerun resumes from."""

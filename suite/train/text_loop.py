@@ -31,7 +31,7 @@ from suite.models.trainable_text import TrainableText
 from suite.progress import progress_bar
 from suite.seeding import example_generator, example_seed
 from suite.train.config import TrainConfig
-from suite.train.store import BEST_DIR, CURVES_FILE, LOG_FILE, TrainStore, optimiser_tensors
+from suite.train.store import CURVES_FILE, TrainStore
 from suite.train.text_methods import TextMethod
 
 logger = logging.getLogger(__name__)
@@ -69,9 +69,7 @@ def train_text(config: TrainConfig, classifier: Classifier, output: Path, *, ove
         store.close(failed=True)
         raise
     store.close()
-    files = {"model": str(store.directory), "best": str(store.directory / BEST_DIR),
-             "log": str(store.directory / LOG_FILE), "curves": str(store.directory / CURVES_FILE)}
-    return TrainSummary(store.directory, log, best_epoch, resumed_from, model.weights_hash(), files)
+    return TrainSummary(store.directory, log, best_epoch, resumed_from, model.weights_hash(), store.files())
 
 
 def _examples(config: TrainConfig, split: str, classifier: Classifier) -> list[Example]:
@@ -136,14 +134,10 @@ def _run(config: TrainConfig, method: TextMethod, model: TrainableText, train_ex
                     config.epochs, entry["loss"], 100 * metrics["val_clean"], metrics["val_confidence"],
                     entry["seconds"])
         model.eval()
-        store.save_model(model.save)
-        if metrics["val_clean"] > best["accuracy"]:
+        improved = metrics["val_clean"] > best["accuracy"]
+        if improved:
             best = {"epoch": epoch + 1, "accuracy": metrics["val_clean"]}
-            store.save_model(model.save, best=True)
-        store.append_log(entry)
-        log.append(entry)
-        tensors, meta = optimiser_tensors(optimiser)
-        store.save_state(model.state(), tensors, {"epochs_done": epoch + 1, "best": best, "optimiser": meta})
+        store.end_epoch(model, optimiser, entry, log, best, improved)
         _plot(store.directory, log, config)
     model.eval()
     return log, best["epoch"], resumed_from
