@@ -143,6 +143,65 @@ def test_wrapper_counts_queries_scales_logits_and_takes_gradients_in_eval_mode(s
     assert not any(parameter.requires_grad for parameter in sentiment_model.module.parameters())
 
 
+def test_memoised_model_serves_the_base_logits_to_every_view_and_bounds_its_memo(sentiment_model):
+    from suite.models.temperature import Memoised
+
+    memo = Memoised(sentiment_model, capacity=3)
+    texts = ["a great film", "dull and slow", "a great film", "fine"]
+    expected = sentiment_model.logits(texts)
+    torch.testing.assert_close(memo.logits(texts), expected, atol=1e-5, rtol=0)
+    assert memo.hits == 1  # the repeated text, within one batch
+    view = TemperatureScaled(memo, 10.0, adversary=True)
+    torch.testing.assert_close(view.logits(["dull and slow", "fine"]), expected[[1, 3]] / 10.0, atol=1e-6, rtol=0)
+    assert memo.hits == 3  # a view of the memo is served from it
+    memo.logits(["awful acting", "so so"])
+    assert len(memo._memo) == 3 and "awful acting" in memo._memo and "dull and slow" not in memo._memo
+    # Gradients are never remembered: they go to the model, and views still pass them through.
+    _, embeddings, logits = view.embedding_logits(["a great film"])
+    assert embeddings.requires_grad and logits.requires_grad
+
+
+def test_search_model_remembers_only_deterministic_text_models(sentiment_model):
+    from suite.evaluation.adversary import same_search, search_model
+    from suite.models import load_model
+    from suite.models.temperature import Memoised
+
+    assert isinstance(search_model(sentiment_model), Memoised)
+    digits = load_model("builtin:digits-cnn")
+    assert search_model(digits) is digits
+    # The same attack at temperatures equal in float32 is one search; Platt's view never is.
+    assert same_search(("pwws", 11.234678417672056), ("pwws", 11.2346784177))
+    assert not same_search(("pwws", 11.2346), ("pwws", 11.2347))
+    assert not same_search(("pwws", 2.0), ("deepwordbug", 2.0))
+    assert not same_search(("pwws", None), ("pwws", None))
+
+
+def test_shared_forward_passes_and_reused_searches_leave_every_record_unchanged(tmp_path, monkeypatch):
+    import suite.evaluation.runner as runner
+    from suite.evaluation.adversary import same_search
+
+    def rows(name: str) -> list[dict]:
+        lines = (tmp_path / name / "records.jsonl").read_text().splitlines()
+        found = [json.loads(line) for line in lines]
+        for row in found:
+            row.pop("seconds", None)
+            row.pop("same_search_as", None)
+        return sorted(found, key=lambda row: (row["kind"], row.get("attack", ""), row["id"]))
+
+    settings = dict(temperature=UPCONF, n=16, kinds=("none", "cal", "opt"), opt_n=16, maxiter=2)
+    fast = _run(tmp_path, "fast", **settings)
+    monkeypatch.setattr(runner, "search_model", lambda model: model)
+    monkeypatch.setattr(runner, "same_search", lambda first, second: False)
+    plain = _run(tmp_path, "plain", **settings)
+    assert rows("fast") == rows("plain")
+    cal, opt = fast.attacks["deepwordbug@cal"], fast.attacks["deepwordbug@opt"]
+    # Measured: opt keeps T_cal here, so its search is cal's, reused and labelled as such.
+    assert same_search(("deepwordbug", cal.adversary_temperature), ("deepwordbug", opt.adversary_temperature))
+    assert opt.same_search_as == "deepwordbug@cal" and cal.same_search_as is None
+    assert plain.attacks["deepwordbug@opt"].same_search_as is None
+    assert opt.robust_accuracy == plain.attacks["deepwordbug@opt"].robust_accuracy
+
+
 # --------------------------------------------------------------------------- resources
 
 

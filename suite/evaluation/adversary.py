@@ -17,6 +17,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from suite.attacks import Attack
 from suite.calibration import fit_nll_temperature, optimise_temperature
 from suite.calibration.platt import fit_platt
@@ -24,9 +26,29 @@ from suite.data.base import Example
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.scoring import CleanScores, score_output
 from suite.models import Classifier
-from suite.models.temperature import AffineScaled, TemperatureScaled
+from suite.models.ensemble import is_ensemble
+from suite.models.temperature import AffineScaled, Memoised, TemperatureScaled
 
 logger = logging.getLogger(__name__)
+
+
+def search_model(model: Classifier) -> Classifier:
+    """What a task's attacks and ``opt`` search run their views on: a deterministic text model
+    remembers its logits per text (:class:`Memoised`), so the adversaries of one task share
+    their forward passes; any other model is itself."""
+    if model.modality != "text" or is_ensemble(model):
+        return model
+    return Memoised(model)
+
+
+def same_search(first: tuple[str, float | None], second: tuple[str, float | None]) -> bool:
+    """Whether two (attack, adversary temperature) pairs search the same view: one attack at
+    temperatures equal in float32, which is what logits are divided by (``opt`` often keeps
+    T_cal, recorded to 12 digits). Platt's view (temperature ``None``) is never shared."""
+    (attack, t1), (other, t2) = first, second
+    if attack != other or t1 is None or t2 is None:
+        return False
+    return bool(torch.tensor(t1, dtype=torch.float32) == torch.tensor(t2, dtype=torch.float32))
 
 
 def adversary_view(model: Classifier, temperature: float) -> Classifier:
@@ -52,12 +74,15 @@ def temperature_of(adversary: dict[str, Any], run: AttackRun) -> float | None:
     return 1.0
 
 
-def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None) -> dict[str, Any]:
+def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None,
+                           searched: Classifier | None = None) -> dict[str, Any]:
     """Fit T_cal and search T_opt (per attack, or once for ``opt_attack``); reuse recorded searches.
 
     Args:
         prepared: The task.
         fit: Served logits and correctness of ``prepared.fit_set`` (``None`` without cal/opt).
+        searched: What the ``opt`` search's views wrap (:func:`search_model`; default the
+            served model). What it finds is scored on the served model.
     """
     config, fit_set = prepared.adversary, prepared.fit_set
     info: dict[str, Any] = {"kinds": list(config.kinds), "split": config.split, "n": None, "cal": None, "opt": {},
@@ -91,13 +116,13 @@ def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None) -> d
                 continue
             key, attack = prepared.opt_attack or (run.base, run.attack)
             if key not in searches:
-                searches[key] = _opt_search(prepared, key, attack, pool, initial)
+                searches[key] = _opt_search(prepared, searched or prepared.model, key, attack, pool, initial)
             info["opt"][run.base] = {**searches[key], "attack": key}
     return info
 
 
-def _opt_search(prepared: PreparedTask, key: str, attack: Attack, pool: Sequence[tuple[Example, float]],
-                initial: list[float]) -> dict[str, Any]:
+def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: Attack,
+                pool: Sequence[tuple[Example, float]], initial: list[float]) -> dict[str, Any]:
     """Brent search of T minimising Q(T) (adversarial accuracy on ``pool``); recorded for resume."""
     store, config = prepared.store, prepared.adversary
     fields = ("temperature", "q", "evaluations", "attack_runs", "n")
@@ -108,7 +133,7 @@ def _opt_search(prepared: PreparedTask, key: str, attack: Attack, pool: Sequence
     processes = store.processes
 
     def adversarial_accuracy(temperature: float) -> float:
-        view = adversary_view(prepared.model, temperature)
+        view = adversary_view(searched, temperature)
         robust = 0.0
         shard = processes.shard(targets)
         for start in range(0, len(shard), prepared.batch_size):

@@ -19,7 +19,7 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
-from suite.evaluation.adversary import adversary_temperatures, temperature_of, view_for
+from suite.evaluation.adversary import adversary_temperatures, same_search, search_model, temperature_of, view_for
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.records import RESULTS_FILE
@@ -61,9 +61,17 @@ def _execute(prepared: PreparedTask) -> Results | None:
     clean_seconds = time.perf_counter() - clean_start
     fit = clean if prepared.fit_set is prepared.eval_set else (
         clean_scores(prepared.model, prepared.fit_set.examples) if prepared.fit_set is not None else None)
-    adversary = adversary_temperatures(prepared, fit)
+    searched = search_model(prepared.model)
+    adversary = adversary_temperatures(prepared, fit, searched)
+    done: list[tuple[AttackRun, tuple[str, float | None]]] = []
     for run in prepared.runs:
-        _attack_pass(prepared, run, view_for(prepared.model, adversary, run), temperature_of(adversary, run))
+        search = (run.base or run.key, temperature_of(adversary, run))
+        twin = next((other for other, seen in done if same_search(seen, search)), None)
+        if twin is not None:
+            _copy_pass(prepared, run, twin, search[1])
+        else:
+            _attack_pass(prepared, run, view_for(searched, adversary, run), search[1])
+        done.append((run, search))
     compute_seconds = processes.sum(time.perf_counter() - start)
     if not processes.is_main:
         return None
@@ -133,6 +141,24 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
                 for ex, out in zip(batch, outputs)
             )
             progress.update(len(batch))
+    store.share()
+
+
+def _copy_pass(prepared: PreparedTask, run: AttackRun, twin: AttackRun, temperature: float | None) -> None:
+    """``run`` searches exactly the view ``twin`` searched (same attack, same seed, the same
+    adversary temperature in float32: ``opt`` keeping T_cal), so its search would repeat
+    ``twin``'s step for step: its records are ``twin``'s, re-keyed, and say so."""
+    store = prepared.store
+    pending = [ex for ex in store.processes.shard(prepared.attacked()) if not store.has("attack", ex.id, run.key)]
+    if pending:
+        logger.info("%s: %s searches the same view as %s: its %d record(s) reused", prepared.name, run.key,
+                    twin.key, len(pending))
+    for ex in pending:
+        record = {**store.get("attack", ex.id, twin.key), "attack": run.key, "same_search_as": twin.key}
+        record.pop("temperature", None)
+        if temperature is not None and temperature != 1.0:
+            record["temperature"] = temperature  # this run's own value, as attack_record writes it
+        store.append([record])
     store.share()
 
 

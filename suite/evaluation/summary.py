@@ -64,6 +64,7 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
             mean_confidence=sum(confidences) / len(confidences) if confidences else None,
             adversary=run.kind, base_attack=run.base, adversary_temperature=temperature_of(adversary, run),
             attack=run.attack.name,
+            same_search_as=next((record.get("same_search_as") for record in records.values() if record), None),
         )
     distributional = {
         run.key: _distributional_entry(run, clean_records, [by_run[run.key][ex.id] for ex in attacked], num_classes)

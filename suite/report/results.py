@@ -97,6 +97,10 @@ class AttackEntry(_Strict):
     adversary_temperature: float | None = Field(1.0, gt=0)
     #: Registered name of the attack (``pgd_linf``); the key may be a label (``pgd_linf-eps0.03``).
     attack: str | None = None
+    #: The key of an earlier entry whose search this one repeats exactly (the same attack and
+    #: seed at the same adversary temperature, as when ``opt`` keeps T_cal): its records were
+    #: reused rather than recomputed, so the two entries agree by construction.
+    same_search_as: str | None = None
 
 
 class DistributionalEntry(_Strict):

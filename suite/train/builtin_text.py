@@ -32,8 +32,11 @@ from suite.models.builtin import cached_model
 from suite.models.config import ModelConfig
 from suite.train.config import TrainConfig
 
-#: Bump when a recipe below changes, so stale caches are not reused.
+#: Bump when a recipe below changes, so stale caches are not reused (a method's own entry in
+#: ``METHOD_VERSIONS`` when only that method changed).
 TEXT_AT_VERSION = "v1"
+#: aug v2: one DeepWordBug text per training sentence, fooling or not (v1 kept only the fooling ones).
+METHOD_VERSIONS = {"aug": "v2"}
 INIT_VERSION = "v1"
 SEEDS = (0, 1, 2)
 SCALE = 0.1
@@ -100,9 +103,10 @@ def load(name: str, config: ModelConfig) -> Classifier:
 
     method, seed = _parse(name)
     trained = recipe(method, seed)
-    directory = cached_model(f"{name}-{TEXT_AT_VERSION}", f"suite.train.builtin_text:train_{name.replace('-', '_')}")
+    version = METHOD_VERSIONS.get(method, TEXT_AT_VERSION)
+    directory = cached_model(f"{name}-{version}", f"suite.train.builtin_text:train_{name.replace('-', '_')}")
     classifier = load_hf(str(directory), config.model_copy(update={"revision": None}))
-    classifier.info = ModelInfo(spec=f"builtin:{name}", revision=TEXT_AT_VERSION,
+    classifier.info = ModelInfo(spec=f"builtin:{name}", revision=version,
                                 extra={"path": str(directory), "training": trained.method, "train_seed": seed,
                                        "method_params": trained.method_params})
     return classifier

@@ -129,7 +129,7 @@ def _run(config: TrainConfig, method: TextMethod, model: TrainableText, train_ex
                  **metrics, "train_seconds": round(train_seconds, 3),
                  "seconds": round(time.perf_counter() - began, 3)}
         if epoch == 0 and added:
-            entry["augmented"] = len(added)
+            entry.update(augmented=len(added), **method.augment_log())
         logger.info("epoch %d/%d: loss %.4f, validation clean %.1f%%, confidence %.4f (%.1f s)", epoch + 1,
                     config.epochs, entry["loss"], 100 * metrics["val_clean"], metrics["val_confidence"],
                     entry["seconds"])

@@ -65,6 +65,10 @@ class TextMethod(BaseModel):
         """Examples added to the training set before the first epoch (``aug``); none by default."""
         return []
 
+    def augment_log(self) -> dict[str, Any]:
+        """What the first epoch's log line says about :meth:`augment`'s examples, beyond their count."""
+        return {}
+
     def params(self) -> dict[str, Any]:
         return self.model_dump()
 
@@ -261,15 +265,25 @@ class DDiAT(EmbeddingAttack):
 class Augmentation(TextMethod):
     """Adversarial data augmentation (the paper's ``aug`` baseline, Sec. 5.1): ``attack``
     (DeepWordBug by default) is run on every training example against ``source`` (the base
-    model), the adversarial examples it finds are added to the training set with their
-    original labels, and the model is fine-tuned on the union from its initial weights with the
-    base recipe. Only successful attacks add an example (the paper does not say; a failed or
-    skipped attack has nothing adversarial to add).
+    model), the texts it ends with are added to the training set with their original labels,
+    and the model is fine-tuned on the union from its initial weights with the base recipe.
+
+    Sec. 5.1 finds "an adversarial example ... for each clean training sample", so every
+    training example the source classifies correctly adds the text its attack ends with, fooling
+    or not (a skipped or unperturbed one adds nothing). Adding only the successful ones
+    (``only_successful: true``) skews the labels wherever the attack succeeds on one class
+    more than the other: on the word-level built-in, DeepWordBug's misspellings become
+    ``[UNK]``, which the base model reads as negative, so it fools 137 positive and 11 negative
+    training sentences (measured), and success-only training learned "[UNK] means positive"
+    (validation accuracy 51%, 92% predicted positive). The log counts both (``augmented``,
+    ``augmented_fooling``).
     """
 
     source: str = Field(min_length=1)
     attack: str = "deepwordbug"
+    only_successful: bool = False
     _loaded: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _fooling: int = PrivateAttr(0)
 
     def source_model(self):
         if "model" not in self._loaded:
@@ -287,7 +301,7 @@ class Augmentation(TextMethod):
             raise ConfigError(f"aug: source {self.source!r} is not a text model (it takes {source.modality}s); aug "
                               "adds adversarial texts of a text model")
         attack = build_attack(self.attack)
-        added = []
+        added, self._fooling = [], 0
         with progress_bar(len(examples), f"aug: {self.attack} on the training set", unit="ex") as bar:
             for first in range(0, len(examples), 32):
                 chunk = list(examples[first : first + 32])
@@ -297,10 +311,14 @@ class Augmentation(TextMethod):
                 texts = [output.adversarial for output in outputs]
                 fooled = ~source.correctness(texts, labels.to(source.device)).bool().cpu()
                 for example, output, hit, broken in zip(chunk, outputs, clean.bool().cpu().tolist(), fooled.tolist()):
-                    if hit and broken and output.adversarial != example.input:
+                    if hit and output.adversarial != example.input and (broken or not self.only_successful):
                         added.append(Example(f"{example.id}~{self.attack}", output.adversarial, example.label))
+                        self._fooling += int(broken)
                 bar.update(len(chunk))
         return added
+
+    def augment_log(self) -> dict[str, Any]:
+        return {"augmented_fooling": self._fooling}
 
     def backward(self, model, batch, labels, generators):
         loss = cross_entropy(model.logits(batch), labels).mean()
