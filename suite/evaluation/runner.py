@@ -26,6 +26,7 @@ from suite.evaluation.records import RESULTS_FILE
 from suite.evaluation.scoring import CleanScores, attack_record, clean_record, clean_scores
 from suite.evaluation.summary import summarise
 from suite.models import Classifier
+from suite.models.ensemble import is_ensemble
 from suite.progress import progress_bar
 from suite.report.results import Results, write_results
 from suite.seeding import deterministic_kernels
@@ -63,10 +64,12 @@ def _execute(prepared: PreparedTask) -> Results | None:
         clean_scores(prepared.model, prepared.fit_set.examples) if prepared.fit_set is not None else None)
     searched = search_model(prepared.model)
     adversary = adversary_temperatures(prepared, fit, searched)
+    # A randomized ensemble's every query is a fresh draw: its searches are never reused.
     done: list[tuple[AttackRun, tuple[str, float | None]]] = []
+    reusable = not is_ensemble(prepared.model)
     for run in prepared.runs:
         search = (run.base or run.key, temperature_of(adversary, run))
-        twin = next((other for other, seen in done if same_search(seen, search)), None)
+        twin = next((other for other, seen in done if reusable and same_search(seen, search)), None)
         if twin is not None:
             _copy_pass(prepared, run, twin, search[1])
         else:
