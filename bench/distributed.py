@@ -10,7 +10,8 @@ the calibrated and the Q(T)-optimal adversary, whose Brent search is sharded too
    ``--cpu --num_processes 2`` would start only one).
 
 It reports the wall times, the ratios, and whether results.json metrics and records (sorted
-as written, timings removed) are identical to run 1. Built-in models are trained (and
+as written, timings removed) are identical to run 1 and to run 2 (the same thread count as each
+launched process: the comparison that isolates the process count). Built-in models are trained (and
 cached) by a warm-up run first, so no timed run trains anything.
 
     python bench/distributed.py --n 120 --json bench-distributed.json
@@ -80,18 +81,25 @@ def main() -> int:
     print("warm-up (trains the built-in model into the cache) ...", flush=True)
     run(recipe, work / "warmup", 1, None)
     report: dict = {"n": args.n, "opt_n": args.opt_n, "cpus": os.cpu_count(), "runs": {}}
-    reference = None
+    # Each run is compared with the first, and with the one-thread run: what each launched
+    # process gets, so the comparison that says whether the process count changes anything.
+    got_by_label: dict = {}
     for label, processes, threads in (("1 process", 1, None), ("1 process, 1 thread", 1, 1),
                                       ("2 processes (accelerate launch)", 2, None)):
         output = work / label.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "")
         seconds = run(recipe, output, processes, threads)
-        got = outputs(output)
-        reference = reference or got
-        entry = {"seconds": seconds, "results_identical": got[0] == reference[0],
-                 "records_identical": got[1] == reference[1], "records": len(got[1])}
+        got = got_by_label[label] = outputs(output)
+        entry = {"seconds": seconds, "records": len(got[1])}
+        for name, reference in (("1 process", got_by_label["1 process"]),
+                                ("1 thread", got_by_label.get("1 process, 1 thread"))):
+            if reference is not None and reference is not got:
+                entry[f"results_identical_to_{name}"] = got[0] == reference[0]
+                entry[f"records_differing_from_{name}"] = sum(a != b for a, b in zip(got[1], reference[1])) + \
+                    abs(len(got[1]) - len(reference[1]))
         report["runs"][label] = entry
-        print(f"{label}: {seconds:.1f} s; results identical to 1 process: {entry['results_identical']}; "
-              f"records identical: {entry['records_identical']} ({entry['records']})", flush=True)
+        print(f"{label}: {seconds:.1f} s, {entry['records']} records; "
+              + "; ".join(f"{key}: {value}" for key, value in entry.items() if "identical" in key or "differing" in key),
+              flush=True)
     one, two = report["runs"]["1 process"]["seconds"], report["runs"]["2 processes (accelerate launch)"]["seconds"]
     report["speedup_2_vs_1"] = one / two
     print(f"2 processes vs 1: x{one / two:.2f} wall-time speed-up on {os.cpu_count()} CPUs")
