@@ -2,7 +2,9 @@
 
 A served *design temperature* T makes the model serve ``logits / T`` (the ↑conf / ↓conf
 models of "Extreme Confidence and the Illusion of Robustness"). Predictions never change:
-dividing by T > 0 keeps the argmax.
+dividing by T > 0 keeps the argmax. The other views of a model's logits live here too: an
+adversary's vector scaling (:class:`AffineScaled`) and the per-text memo every view of one
+task's text attacks shares (:class:`Memoised`).
 """
 
 from __future__ import annotations
