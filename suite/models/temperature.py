@@ -20,9 +20,9 @@ from suite.models.base import Classifier
 
 
 class LogitView(Classifier):
-    """A classifier that serves a rescaling of ``base``'s logits: the shared plumbing of
-    :class:`TemperatureScaled` and :class:`AffineScaled` (model-specific helpers, a text
-    model's ``tokenize``, pass through to the base)."""
+    """A classifier that serves ``base``'s logits, rescaled or remembered: the shared plumbing of
+    :class:`TemperatureScaled`, :class:`AffineScaled` and :class:`Memoised` (model-specific
+    helpers, a text model's ``tokenize``, pass through to the base)."""
 
     def __init__(self, base: Classifier) -> None:
         self.base = base
