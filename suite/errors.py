@@ -38,6 +38,11 @@ class ResourceMissingError(SuiteError):
     """An offline resource (corpus, weights) that is not in the local cache."""
 
 
+class ModelUnavailableError(ResourceMissingError):
+    """A model that cannot be built here for want of an offline resource (a built-in that must
+    be trained on first use with WordNet): a recipe skips its tasks, a single run is refused."""
+
+
 def format_validation_error(error, unknown: str = "unknown parameter") -> str:
     """One line from a pydantic ValidationError: 'field: message; field: message'.
 

@@ -20,6 +20,18 @@ def _file(name: str, content: str | bytes):
     return setup
 
 
+def _bad_card(work: Path) -> None:
+    """A loadable timm directory whose card declares a threat model with an unknown norm."""
+    import timm
+
+    from suite.models.timm_image import save_timm_dir
+
+    model = timm.create_model("test_resnet", num_classes=10, in_chans=1)
+    save_timm_dir(work / "m", model, "test_resnet", input_size=(1, 32, 32), mean=(0.3,), std=(0.4,),
+                  label_names=[str(d) for d in range(10)])
+    (work / "m" / "README.md").write_text("---\nthreat_model: {norm: l7, eps: 0.3}\n---\n")
+
+
 def _recipe(attacks: str, extra: str = "") -> str:
     return f"name: bad\n{extra}tasks:\n{GOOD_TASK}    attacks: {attacks}\n"
 
@@ -79,6 +91,31 @@ CASES: list[Case] = [
     Case("eps-nan", (*DIGITS, "--attacks", "fgm_linf", "--eps", "nan"), "a radius must be a finite number"),
     Case("eps-listed-twice", (*DIGITS, "--attacks", "fgm_linf", "--eps", "0.1,0.1"), "--eps lists a radius twice"),
     Case("eps-not-a-number", (*DIGITS, "--attacks", "fgm_linf", "--eps", "0.1,big"), "expected a number"),
-    Case("eps-without-attacks", (*DIGITS, "--eps", "0.1"), "--eps needs --attacks"),
+    # The radius and norm of the default attacks (--eps alone applies to them).
+    Case("eps-on-default-text-attack", ("evaluate", "--model", "builtin:sentiment-tiny", "--eps", "0.1"),
+         "--eps does not apply to deepwordbug (the default text attack): text attacks take no radius"),
+    Case("norm-on-default-text-attack", ("evaluate", "--model", "builtin:sentiment-tiny", "--norm", "l2"),
+         "--norm does not apply to deepwordbug (the default text attack)"),
+    Case("eps-on-text-and-image-attacks", (*DIGITS, "--attacks", "fgm_linf,deepwordbug,pwws", "--eps", "0.1"),
+         "--eps does not apply to deepwordbug, pwws: they take no radius"),
+    Case("norm-unknown", (*DIGITS, "--norm", "l1"), "argument --norm: invalid choice: 'l1'"),
+    Case("norm-against-a-fixed-norm-attack", (*DIGITS, "--attacks", "pgd_linf,fgm_linf", "--norm", "l2"),
+         "norm l2 does not apply to pgd_linf, fgm_linf: they have a fixed norm"),
+    Case("declared-radius-another-norm", ("evaluate", "--model", "builtin:digits-cnn-at", "--dataset", "builtin:digits",
+                                          "--attacks", "pgd_l2", "--output", "{tmp}/out"),
+         "builtin:digits-cnn-at declares the threat model linf eps=0.15, which pgd_l2 cannot run at"),
+    Case("card-bad-threat-model", ("evaluate", "--model", "timm:{tmp}/m", "--dataset", "builtin:digits",
+                                   "--output", "{tmp}/out"), "the model card of timm:", _bad_card),
+    # Columns that cannot be what they are named for.
+    Case("text-column-is-the-label", ("evaluate", "--model", "builtin:sentiment-tiny", "--text-column", "label"),
+         "text_column is 'label', the column labels are read from"),
+    Case("text-column-equals-label-column", ("evaluate", "--model", "builtin:sentiment-tiny", "--dataset", "hf:{tmp}/d.csv",
+                                             "--text-column", "body", "--label-column", "body"),
+         "text_column and label_column are both 'body'", _file("d.csv", "body,label\ngood,1\nbad,0\n")),
+    Case("column-flag-on-builtin-data", ("evaluate", "--model", "builtin:sentiment-tiny", "--label-column", "y"),
+         "label_column apply to hf: datasets; builtin:sentiment has fixed columns"),
+    Case("recipe-eps-on-text-attack", ("run", "{tmp}/r.yaml"), "eps does not apply to deepwordbug",
+         _file("r.yaml", "name: r\ntasks:\n  - {model: builtin:sentiment-tiny, dataset: builtin:sentiment, "
+               "attacks: [deepwordbug], eps: 0.1}\n")),
     Case("adversary-on-images", (*DIGITS, "--adversary", "none,cal"), "adversary temperatures (cal, opt, platt) apply to text"),
 ]

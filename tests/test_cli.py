@@ -141,7 +141,7 @@ def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd_linf", "--eps", "-0.1"],
          "a radius must be a finite number >= 0, got '-0.1'"),
         (["--model", "builtin:sentiment-tiny", "--dataset", "builtin:sentiment", "--attacks", "deepwordbug",
-          "--eps", "0.1"], "--eps does not apply to attack 'deepwordbug'"),
+          "--eps", "0.1"], "--eps does not apply to deepwordbug: it takes no radius"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "deepwordbug"],
          "attack 'deepwordbug' works on text"),
         (["--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--split", "dev"], "no split 'dev'"),
@@ -187,9 +187,14 @@ def test_ls_and_module_entry_point(capsys):
 
 
 @pytest.mark.slow
-def test_demo_prints_both_models_and_publishes_them(tmp_path, capsys):
-    board = tmp_path / "site" / "leaderboard.json"
-    assert advsuite("demo", "--output", str(tmp_path / "demo"), "--leaderboard", str(board)) == 0
+def test_demo_prints_both_models_and_publishes_them(tmp_path, capsys, monkeypatch):
+    # From a clone's top directory: the tracked leaderboard stays as committed, byte for byte.
+    tracked = Path(__file__).resolve().parents[1] / "leaderboard" / "leaderboard.json"
+    before = tracked.read_bytes()
+    monkeypatch.chdir(tracked.parents[1])
+    board = tmp_path / "demo" / "leaderboard" / "leaderboard.json"
+    assert advsuite("demo", "--output", str(tmp_path / "demo")) == 0
+    assert tracked.read_bytes() == before
     table = capsys.readouterr().out
     assert "builtin:sentiment-tiny" in table and "builtin:digits-cnn" in table
     assert "clean acc" in table and "robust acc" in table

@@ -249,7 +249,7 @@ def test_api_errors_are_the_cli_lines(capsys):
     assert advsuite("evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits",
                     "--attacks", "pgd_lnf") == 2
     assert capsys.readouterr().err.strip() == f"advsuite: error: {caught.value}"
-    with pytest.raises(ConfigError, match="eps does not apply to attack 'deepwordbug'"):
+    with pytest.raises(ConfigError, match="eps does not apply to deepwordbug: it takes no radius"):
         suite.evaluate("builtin:sentiment-tiny", "builtin:sentiment", attacks=["deepwordbug"], eps=0.1)
     net, images, labels = _linear_net()
     with pytest.raises(SuiteError, match=r"pixels in \[0, 1\]"):

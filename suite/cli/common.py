@@ -52,6 +52,10 @@ def print_report(results: Sequence, options, log_samples: bool = False) -> None:
     from suite.text import printable
 
     print(results_table(results))
+    for result in results:  # where each radius came from: asked for, the model's own, or a default
+        if result.radius is not None:
+            print(f"radius{'' if len(results) == 1 else f' ({printable(result.task)})'}, {result.radius.source}: "
+                  f"{printable(result.radius.detail)}")
     if has_adversaries(results):
         print(f"\nrobust accuracy by adversary temperature (none = out of the box):\n{adversary_table(results)}")
     for result in results:

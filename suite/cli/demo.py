@@ -1,5 +1,6 @@
 """``advsuite demo``: run the quickstart recipe on the built-in models, print the table and add
-the results to the leaderboard (so a fresh clone's page shows real entries)."""
+the results to a leaderboard under the run directory (``runs/demo/leaderboard/``, with its
+page), so the demo never rewrites the tracked ``leaderboard/leaderboard.json`` of a clone."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("demo", help="run recipes/quickstart.yaml offline on the built-in models")
     parser.add_argument("--output", type=output_dir, default=Path("runs/demo"), help="output dir (default: runs/demo)")
     add_directory_flags(parser)
-    parser.add_argument("--leaderboard", type=Path, default=Path("leaderboard/leaderboard.json"),
-                        help="leaderboard to add the results to (default: leaderboard/leaderboard.json)")
+    parser.add_argument("--leaderboard", type=Path,
+                        help="leaderboard to add the results to (default: <output>/leaderboard/leaderboard.json)")
     parser.add_argument("--no-leaderboard", action="store_true", help="do not touch the leaderboard")
     parser.set_defaults(handler=handle)
 
@@ -27,6 +28,7 @@ def handle(args: argparse.Namespace) -> int:
     if results and not args.no_leaderboard:
         from suite.report import leaderboard
 
+        args.leaderboard = args.leaderboard or args.output / "leaderboard" / "leaderboard.json"
         files = [args.output / result.task / "results.json" for result in results]
         board, added, replaced = leaderboard.add(files, args.leaderboard)
         print(f"\nleaderboard: {args.leaderboard} ({added} added, {replaced} replaced, {len(board.entries)} entries); "

@@ -10,6 +10,8 @@ from suite.cli.common import add_deterministic_flag, add_directory_flags, positi
 
 EPILOG = """examples:
   advsuite evaluate --model builtin:sentiment-tiny --attacks deepwordbug --limit 20 --log-samples
+  advsuite evaluate --model builtin:digits-cnn-at --dataset builtin:digits --eps 0.15 --n 32
+  advsuite evaluate --model builtin:digits-cnn --dataset builtin:digits --norm l2 --eps 0.5
   advsuite evaluate --model builtin:digits-cnn --dataset builtin:digits --attacks pgd_linf --eps 0.1 --n 64
   advsuite evaluate --model hf:textattack/bert-base-uncased-rotten-tomatoes --dataset hf:rotten_tomatoes --n 100
   advsuite evaluate --model timm:resnet18.a1_in1k --dataset hf:./imagenet-val-sample --attacks pgd_linf --eps 0.0039
@@ -29,8 +31,12 @@ def add_parser(subparsers) -> None:
                         help="quick run: evaluate a seeded subsample of N examples (--limit is lm-eval's name for it)")
     parser.add_argument("--attacks", type=attack_list, help="comma-separated attack names (default: deepwordbug for text, auto for images)")
     parser.add_argument("--eps", type=radii, metavar="EPS[,EPS...]",
-                        help="perturbation budget for every listed attack; several (--eps 0.01,0.03,0.1) run every "
-                        "attack at each, with a worst case per radius and a plot of robust accuracy vs eps")
+                        help="radius of every attack, the default ones included; several (--eps 0.01,0.03,0.1) run "
+                        "every attack at each, with a worst case per radius and a plot of robust accuracy vs eps "
+                        "(default: the threat model the model declares, e.g. a robust built-in's, else each attack's "
+                        "own default, with a warning)")
+    parser.add_argument("--norm", choices=("linf", "l2"),
+                        help="norm of the default attacks (and of any listed attack that takes a norm)")
     parser.add_argument("--adversary", type=adversary_list, help="text attacks: comma-separated adversary temperatures among none, cal, opt "
                         "(default none,cal; cal/opt are fitted on --adversary-split)")
     parser.add_argument("--adversary-split", help="labelled split to fit adversary temperatures on "
@@ -69,11 +75,12 @@ def build_task(args: argparse.Namespace):
     from pydantic import ValidationError
 
     from suite.errors import ConfigError, format_validation_error
-    from suite.evaluation.api import attack_configs
+    from suite.evaluation.api import attack_configs, radii as radii_of
     from suite.evaluation.recipe import TaskConfig
 
     names = [name.strip() for name in (args.attacks or "").split(",") if name.strip()]
     configs = attack_configs(names, args.eps, flag="--eps")
+    _refuse_radius_for_text(args, names)
     model = {
         "spec": args.model, "revision": args.revision, "checkpoint": args.checkpoint, "num_classes": args.num_classes,
         "allow_pickle": args.allow_pickle, "pretrained": args.pretrained, "temperature": args.temperature,
@@ -89,17 +96,33 @@ def build_task(args: argparse.Namespace):
         adversary = {"kinds": kinds, "split": args.adversary_split}
     try:
         return TaskConfig(name="evaluate", model=model, dataset=dataset, attacks=configs, batch_size=args.batch_size,
-                          adversary=adversary)
+                          adversary=adversary, eps=radii_of(args.eps, flag="--eps"), norm=args.norm)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from error
 
 
-def resolve_dataset(args: argparse.Namespace) -> None:
-    """Fill ``args.dataset`` from the model when it is not given, or ask for it in one line."""
-    if args.dataset:
-        return
-    import logging
+def _refuse_radius_for_text(args: argparse.Namespace, names: list[str]) -> None:
+    """``--eps``/``--norm`` for the default attacks of a text model: refused before anything
+    loads (text attacks take no radius; listed attacks were checked by ``attack_configs``)."""
+    from suite.errors import ConfigError
+    from suite.evaluation.recipe import DEFAULT_ATTACKS
+    from suite.models.registry import spec_modality
 
+    if names or (args.eps is None and args.norm is None) or spec_modality(args.model) != "text":
+        return
+    flag = "--eps" if args.eps is not None else "--norm"
+    raise ConfigError(f"{flag} does not apply to {', '.join(DEFAULT_ATTACKS['text'])} (the default text attack): "
+                      "text attacks take no radius")
+
+
+def resolve_dataset(args: argparse.Namespace) -> str | None:
+    """Fill ``args.dataset`` from the model when it is not given, or ask for it in one line.
+
+    Returns the line that says where the dataset came from (``None`` when it was given), for
+    the caller to log once the rest of the command is known to be valid.
+    """
+    if args.dataset:
+        return None
     from suite.errors import ConfigError
     from suite.models.card import default_dataset
 
@@ -108,7 +131,7 @@ def resolve_dataset(args: argparse.Namespace) -> None:
         raise ConfigError(f"model {args.model!r} names no dataset (no model card with 'datasets:' could be read): "
                           "pass --dataset, e.g. --dataset hf:rotten_tomatoes")
     args.dataset, source = found
-    logging.getLogger(__name__).info("dataset %s (named by %s; --dataset overrides)", args.dataset, source)
+    return f"dataset {args.dataset} (named by {source}; --dataset overrides)"
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -116,8 +139,12 @@ def handle(args: argparse.Namespace) -> int:
     from suite.evaluation.recipe import slug
     from suite.evaluation.tasks import run_tasks
 
-    resolve_dataset(args)
+    import logging
+
+    found = resolve_dataset(args)
     task = build_task(args)
+    if found:  # said only once the command is known to be valid: an error stays one line
+        logging.getLogger(__name__).info("%s", found)
     output = args.output or Path("runs") / f"{slug(args.model)}__{slug(args.dataset)}-{task.fingerprint(args.seed)[:8]}"
     options = RunOptions(seed=args.seed, batch_size=args.batch_size, output=output, overwrite=args.overwrite,
                          wait=args.wait, log_samples=args.log_samples, deterministic=args.deterministic)

@@ -67,7 +67,7 @@ def run_loaded(recipe, output: Path | None, overwrite: bool, limit: int | None =
         tasks = [_limited(task, limit) for task in tasks]
     options = RunOptions(seed=recipe.seed, batch_size=recipe.batch_size, output=output, subdirs=True,
                          overwrite=overwrite, wait=wait, log_samples=log_samples, deterministic=deterministic)
-    results = run_tasks(tasks, options)
+    results = run_tasks(tasks, options, skip_unavailable=True)
     if not results:  # not the main process of a multi-process launch
         return results
     print_report(results, options, log_samples)

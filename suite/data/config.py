@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class DatasetConfig(BaseModel):
@@ -27,3 +27,18 @@ class DatasetConfig(BaseModel):
     text_column: str | None = None
     image_column: str | None = None
     label_column: str | None = None
+
+    @model_validator(mode="after")
+    def _columns(self) -> DatasetConfig:
+        label = self.label_column
+        for flag, column in (("text_column", self.text_column), ("image_column", self.image_column)):
+            if column is not None and label is not None and column == label:
+                raise ValueError(f"{flag} and label_column are both {column!r}: the input cannot be its own label")
+            if column is not None and label is None and column == "label":
+                raise ValueError(f"{flag} is 'label', the column labels are read from (name the label column with "
+                                 "label_column if it is another one)")
+        named = [flag for flag, column in (("text_column", self.text_column), ("image_column", self.image_column),
+                                          ("label_column", label)) if column is not None]
+        if named and self.spec.startswith(("builtin:", "memory:")):
+            raise ValueError(f"{', '.join(named)} apply to hf: datasets; {self.spec} has fixed columns")
+        return self

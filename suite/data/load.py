@@ -154,6 +154,9 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
     given = config.image_column if input_kind == "image" else config.text_column
     input_column = _pick_column(given, IMAGE_COLUMNS if input_kind == "image" else TEXT_COLUMNS, columns, input_kind, name)
     label_column = _pick_column(config.label_column, LABEL_COLUMNS, columns, "label", name)
+    if input_column == label_column:
+        raise DataError(f"dataset {name!r}: column {input_column!r} would be both the {input_kind} and the label; "
+                        f"name the other with --{input_kind}-column or --label-column")
     size = len(dataset)
     rows = subsample_indices(size, config.n, seed)
     subset = dataset.select(rows)

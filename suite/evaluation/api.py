@@ -39,6 +39,7 @@ def evaluate(
     *,
     attacks: Iterable[str | Mapping[str, Any]] | None = None,
     eps: float | Sequence[float] | None = None,
+    norm: str | None = None,
     n: int | None = None,
     split: str = "test",
     adversary: Sequence[str] | Mapping[str, Any] | AdversaryConfig | None = None,
@@ -58,8 +59,13 @@ def evaluate(
             images an N×C×H×W float tensor in [0, 1], or ``(texts, labels)`` with a list of strings.
         attacks: Attack names, or mappings ``{"name": ..., <hyperparameters>}``; default: the
             modality's default attacks.
-        eps: Perturbation budget for every listed attack (each must take one); several radii
-            run every attack at each (one threat model per radius, and a robustness curve).
+        eps: The radius of every attack that sets none, the default attacks included (each
+            listed attack must take one); several radii run every attack at each (one threat
+            model per radius, and a robustness curve). Unset: the threat model the model
+            declares (its card; robust built-ins declare theirs), else the attacks' defaults,
+            with a warning (:mod:`suite.evaluation.radius`).
+        norm: ``linf`` or ``l2``: the norm of every attack that takes one and sets none (the
+            default attacks included).
         n: Evaluate a seeded subsample of n examples.
         split: Dataset split (specs only).
         adversary: Text attacks: adversary temperatures, as kinds (``["none", "cal", "opt"]``)
@@ -94,39 +100,35 @@ def evaluate(
         dataset_config = DatasetConfig(spec=f"memory:{eval_set.fingerprint}", split=eval_set.split, n=n)
     try:
         task = TaskConfig(name="evaluate", model=model_config, dataset=dataset_config,
-                          attacks=attack_configs(attacks, eps), adversary=_adversary(adversary))
+                          attacks=attack_configs(attacks, eps), eps=radii(eps), norm=norm,
+                          adversary=_adversary(adversary))
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from error
     return execute(prepare(task, options, model=classifier, eval_set=eval_set))
 
 
-def attack_configs(attacks: Iterable[str | Mapping[str, Any]] | None, eps: float | Sequence[float] | None,
+def attack_configs(attacks: Iterable[str | Mapping[str, Any]] | None, eps: float | Sequence[float] | None = None,
                    flag: str = "eps") -> list[dict[str, Any]]:
-    """Attack entries of a task, with ``eps`` set on each (refused for an attack without one).
-
-    Several radii run every attack at each of them, labelled ``<attack>-eps<ε>`` (each radius is
-    its own threat model, with its own worst case).
-    """
-    radii = [] if eps is None else [eps] if isinstance(eps, (int, float)) else list(eps)
-    if len(set(radii)) != len(radii):
-        raise ConfigError(f"{flag} lists a radius twice")
-    configs = []
-    for item in attacks or ():
-        config = {"name": item} if isinstance(item, str) else dict(item)
-        if not radii:
-            configs.append(config)
-            continue
-        if "eps" not in ATTACKS.get(str(config.get("name"))).model_fields:
-            raise ConfigError(f"{flag} does not apply to attack {config.get('name')!r}")
-        for radius in radii:
-            labelled = {**config, "eps": radius}
-            if len(radii) > 1:
-                labelled["label"] = f"{config.get('label') or config.get('name')}-eps{radius:g}"
-            configs.append(labelled)
-    if radii and not configs:
-        attacks_flag = "--attacks" if flag.startswith("--") else "attacks"
-        raise ConfigError(f"{flag} needs {attacks_flag} (which attacks should it apply to?)")
+    """Attack entries of a task. With ``eps`` given, every named attack must take a radius: the
+    ones that do not are refused, all named in one line. (The radius itself goes to the task,
+    :func:`radii`: :mod:`suite.evaluation.radius` sets it on every attack that sets none.)"""
+    configs = [{"name": item} if isinstance(item, str) else dict(item) for item in attacks or ()]
+    if eps is not None:
+        no_radius = [str(config.get("label") or config.get("name")) for config in configs
+                     if "eps" not in ATTACKS.get(str(config.get("name"))).model_fields]
+        if no_radius:
+            raise ConfigError(f"{flag} does not apply to {', '.join(no_radius)}: "
+                              f"{'it takes' if len(no_radius) == 1 else 'they take'} no radius")
     return configs
+
+
+def radii(eps: float | Sequence[float] | None, flag: str = "eps") -> tuple[float, ...]:
+    """``eps`` as the task's tuple of radii (several run every attack at each, labelled
+    ``<attack>-eps<ε>``: each radius is its own threat model, with its own worst case)."""
+    values = () if eps is None else (eps,) if isinstance(eps, (int, float)) else tuple(eps)
+    if len(set(values)) != len(values):
+        raise ConfigError(f"{flag} lists a radius twice")
+    return values
 
 
 def _model(model: ModelLike, dataset: DatasetLike) -> tuple[Classifier | None, ModelConfig]:

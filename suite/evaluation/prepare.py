@@ -28,9 +28,9 @@ from suite.evaluation.recipe import (
     DEFAULT_TEXT_ADVERSARY,
     NO_ADVERSARY,
     AdversaryConfig,
-    AttackConfig,
     TaskConfig,
 )
+from suite.evaluation.radius import Radius, resolve_radius
 from suite.evaluation.records import RecordStore
 from suite.evaluation.scoring import SCORING_VERSION
 from suite.models import Classifier, load_model
@@ -64,6 +64,8 @@ class PreparedTask:
     fit_set: EvalSet | None = None
     opt_attack: tuple[str, Attack] | None = None
     notes: list[str] = field(default_factory=list)
+    #: Where the radius of the attacks that set none came from (``None``: every one set its own).
+    radius: Radius | None = None
 
     @property
     def seed(self) -> int:
@@ -112,12 +114,11 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     # Attacks first: a bad name or hyperparameter fails before any model is loaded.
     attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
     model = model if model is not None else load_model(task.model)
-    if not attacks:
-        defaults = DEFAULT_ATTACKS[model.modality]
-        if model.modality == "image" and is_ensemble(model):
-            defaults = DEFAULT_ENSEMBLE_ATTACKS
-        task = task.model_copy(update={"attacks": tuple(AttackConfig(name=n) for n in defaults)})
-        attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
+    defaults = DEFAULT_ATTACKS[model.modality]
+    if model.modality == "image" and is_ensemble(model):
+        defaults = DEFAULT_ENSEMBLE_ATTACKS
+    task, radius = resolve_radius(task, model, defaults)
+    attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
     for name, attack in attacks.items():
         if attack.modality != model.modality:
             raise ConfigError(f"attack {name!r} works on {attack.modality} but model {model.info.name!r} takes {model.modality}")
@@ -127,6 +128,9 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         raise ConfigError("adversary temperatures (cal, opt, platt) apply to text attacks; image attacks here have "
                           "temperature-free losses (margin, DLR): use beta or apgd_t")
     notes = _check_resources(task, attacks)
+    if radius is not None and radius.source == "attack defaults":
+        notes.append(radius.detail)
+        logger.warning("%s: %s", task.name, radius.detail)
     opt_attack = None
     if "opt" in adversary.kinds and adversary.opt_attack is not None:
         opt_attack = (adversary.opt_attack.key, build_attack(adversary.opt_attack.name, adversary.opt_attack.params))
@@ -145,7 +149,7 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     store = RecordStore(options.directory_for(task.name), run_identity(task, options.seed, model, attacks, eval_set,
                                                                        fit_set, opt_attack), distributed.current())
     store.check(options.overwrite)
-    return PreparedTask(task, options, model, eval_set, attacks, store, adversary, fit_set, opt_attack, notes)
+    return PreparedTask(task, options, model, eval_set, attacks, store, adversary, fit_set, opt_attack, notes, radius)
 
 
 def run_identity(task: TaskConfig, seed: int, model: Classifier, attacks: dict[str, Attack], eval_set: EvalSet,

@@ -185,6 +185,25 @@ class TaskConfig(BaseModel):
     #: Serve the model at each of these temperatures (times its own): one copy of the task per
     #: temperature, ``<task>-T<t>`` (the IoR paper's Fig. 1: robustness against confidence).
     temperatures: tuple[float, ...] = ()
+    #: The radius (or radii) of every point-wise attack that sets none, the default attacks
+    #: included; unset: the model's declared threat model, else the attacks' own defaults
+    #: (:mod:`suite.evaluation.radius`).
+    eps: tuple[float, ...] = ()
+    #: The norm of every attack that takes one and sets none (the default attacks included).
+    norm: Literal["linf", "l2"] | None = None
+
+    @field_validator("eps", mode="before")
+    @classmethod
+    def _radii(cls, value: Any) -> Any:
+        return [value] if isinstance(value, (int, float)) else value
+
+    @field_validator("eps")
+    @classmethod
+    def _finite_radii(cls, radii: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not 0 <= r < float("inf") for r in radii):
+            raise ValueError("eps must be finite and >= 0")
+        _refuse_repeats([f"{r!r}" for r in radii], "eps lists a radius twice")
+        return radii
 
     @field_validator("temperatures")
     @classmethod
@@ -227,6 +246,10 @@ class TaskConfig(BaseModel):
             exclude["certify"] = True
         if not self.temperatures:
             exclude["temperatures"] = True
+        if not self.eps:
+            exclude["eps"] = True
+        if self.norm is None:
+            exclude["norm"] = True
         return {"seed": seed, **self.model_dump(mode="json", exclude=exclude)}
 
     def fingerprint(self, seed: int) -> str:

@@ -25,6 +25,7 @@ import torch
 
 from suite.data.base import InputSpec
 from suite.errors import ConfigError
+from suite.threat import Threat
 
 Modality = Literal["text", "image"]
 
@@ -38,12 +39,15 @@ class ModelInfo:
         revision: Hub revision / commit, or a content hash for local weights; ``None`` if unknown.
         temperature: Served (design) temperature; 1.0 means the logits are served as computed.
         extra: Anything else worth recording (architecture, checkpoint path).
+        threat_model: The threat model (norm and ε) the model was trained for, as its card
+            declares it (:mod:`suite.models.card`); ``None``: it declares none.
     """
 
     spec: str
     revision: str | None = None
     temperature: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
+    threat_model: Threat | None = None
 
     @property
     def name(self) -> str:
@@ -171,7 +175,11 @@ class TorchClassifier(Classifier):
 
     @property
     def device(self) -> torch.device:
-        return next(self.module.parameters()).device
+        # A module may hold only buffers (a fixed filter bank), or nothing at all (the CPU then).
+        tensor = next(self.module.parameters(), None)
+        if tensor is None:
+            tensor = next(self.module.buffers(), None)
+        return tensor.device if tensor is not None else torch.device("cpu")
 
     def weights_hash(self) -> str:
         cached = getattr(self, "_weights_hash", None)

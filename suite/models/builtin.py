@@ -50,6 +50,11 @@ def load_builtin(name: str, config: ModelConfig) -> Classifier:
     return loader(config)
 
 
+def is_cached(name: str) -> bool:
+    """Whether the built-in cache holds the trained model ``name`` (no training needed)."""
+    return (cache_dir("models") / name / "DONE").exists()
+
+
 def cached_model(name: str, recipe: str) -> Path:
     """The cache dir of a built-in model, training it into a temp dir and renaming on first use.
 

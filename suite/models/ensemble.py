@@ -33,6 +33,7 @@ import torch
 
 from suite.errors import ConfigError
 from suite.models.base import Classifier, ModelInfo
+from suite.threat import Threat
 
 #: How far the probabilities may sum from 1.
 SUM_TOLERANCE = 1e-6
@@ -71,6 +72,7 @@ class RandomizedEnsemble(Classifier):
             spec="ensemble:" + ",".join(f"{alpha:g}*{member.info.name}" for alpha, member in zip(alphas, members)),
             revision=_revision(members, alphas),
             extra={"members": member_records(members, alphas)},
+            threat_model=common_threat_model(members),
         )
 
     @property
@@ -199,6 +201,12 @@ def member_records(members: Sequence[Classifier], alphas: Sequence[float]) -> li
             for member, alpha in zip(members, alphas)]
 
 
+def common_threat_model(members: Sequence[Classifier]) -> Threat | None:
+    """The threat model every member declares, or ``None`` (one declares none, or they differ)."""
+    declared = {member.info.threat_model for member in members}
+    return declared.pop() if len(declared) == 1 else None
+
+
 def _revision(members: Sequence[Classifier], alphas: Sequence[float]) -> str | None:
     revisions = [member.info.revision for member in members]
     if any(revision is None for revision in revisions):
@@ -228,5 +236,5 @@ def load_ensemble(name: str, config) -> RandomizedEnsemble:
     })) for member in members]
     alphas = [member.probability for member in members]
     info = ModelInfo(spec=config.spec, revision=_revision(loaded, alphas),
-                     extra={"members": member_records(loaded, alphas)})
+                     extra={"members": member_records(loaded, alphas)}, threat_model=common_threat_model(loaded))
     return RandomizedEnsemble(loaded, alphas, info)

@@ -24,7 +24,7 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -131,6 +131,17 @@ class ThreatModelEntry(_Strict):
     worst_case_robust_accuracy_ci: Interval | None = None
 
 
+class RadiusEntry(_Strict):
+    """Where the radius of the attacks that set none came from (:mod:`suite.evaluation.radius`)."""
+
+    #: ``requested`` (``--eps``, ``eps=``, a task's ``eps:``), ``model`` (the threat model its
+    #: card declares) or ``attack defaults`` (the model declares none: a warning says so).
+    source: Literal["requested", "model", "attack defaults"]
+    #: ``<attack>: <threat>`` for every attack that took its radius from ``source``.
+    threats: list[str]
+    detail: str
+
+
 class IllusionEntry(_Strict):
     flagged: bool
     threshold: float = Fraction
@@ -176,6 +187,8 @@ class Results(_Strict):
     #: ``character-level``...) with the worst case within each group: what a leaderboard entry
     #: reports.
     threat_models: dict[str, ThreatModelEntry] = Field(default_factory=dict)
+    #: Where the radius of the attacks that set none came from (``None``: each set its own).
+    radius: RadiusEntry | None = None
     #: Distributional attacks (WDA++...): their own metric, never in the worst case above.
     distributional: dict[str, DistributionalEntry] = Field(default_factory=dict)
     #: Certified bounds (filled by the certify command).

@@ -28,12 +28,14 @@ from pathlib import Path
 
 from suite.models.base import Classifier, ModelInfo
 from suite.models.builtin import DIGITS_ARCH, cached_model
+from suite.models.card import BUILTIN_THREAT_MODELS
 from suite.models.config import ModelConfig
 from suite.train.config import TrainConfig
 
 #: Bump when a recipe below changes, so stale caches are not reused.
 DIGITS_AT_VERSION = "v1"
-DIGITS_AT_EPS = 0.15
+#: The radius every robust built-in is trained for: the one its card declares (0.15).
+DIGITS_AT_EPS = BUILTIN_THREAT_MODELS["digits-cnn-at"].eps
 BETA_STEPS = 4
 BETA_TARGETS = 3
 _COMMON = {"model": f"timm:{DIGITS_ARCH}", "dataset": "builtin:digits", "epochs": 6, "batch_size": 32, "lr": 0.05,
@@ -95,6 +97,7 @@ def _load(name: str, recipe: str, config: ModelConfig) -> Classifier:
         spec=f"builtin:{name}", revision=DIGITS_AT_VERSION,
         extra={"path": str(directory), "architecture": DIGITS_ARCH, "training": trained.method,
                "trained_eps": DIGITS_AT_EPS, "trained_norm": "linf"},
+        threat_model=BUILTIN_THREAT_MODELS[name],
     )
     return classifier
 
@@ -126,5 +129,6 @@ def digits_bat(config: ModelConfig) -> Classifier:
     search = json.loads((Path(members[1].info.extra["path"]) / BAT_ALPHA_FILE).read_text())
     alphas = [search["alpha"], round(1 - search["alpha"], 10)]
     info = ModelInfo(spec="builtin:digits-bat", revision=f"{DIGITS_AT_VERSION}-alpha{search['alpha']:g}",
-                     extra={"members": member_records(members, alphas), "bat_alpha_search": search})
+                     extra={"members": member_records(members, alphas), "bat_alpha_search": search},
+                     threat_model=BUILTIN_THREAT_MODELS["digits-bat"])
     return RandomizedEnsemble(members, alphas, info)

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from suite.models.base import Classifier, ModelInfo
-from suite.models.builtin import cached_model
+from suite.models.builtin import cached_model, is_cached
 from suite.models.config import ModelConfig
 from suite.train.config import TrainConfig
 
@@ -37,6 +37,8 @@ from suite.train.config import TrainConfig
 TEXT_AT_VERSION = "v1"
 #: aug v2: one DeepWordBug text per training sentence, fooling or not (v1 kept only the fooling ones).
 METHOD_VERSIONS = {"aug": "v2"}
+#: NLTK data a method's training needs (ASCC: WordNet synonyms), checked before it starts.
+TRAINING_RESOURCES = {"ascc": ("wordnet",)}
 INIT_VERSION = "v1"
 SEEDS = (0, 1, 2)
 SCALE = 0.1
@@ -104,6 +106,11 @@ def load(name: str, config: ModelConfig) -> Classifier:
     method, seed = _parse(name)
     trained = recipe(method, seed)
     version = METHOD_VERSIONS.get(method, TEXT_AT_VERSION)
+    if method in TRAINING_RESOURCES and not is_cached(f"{name}-{version}"):
+        from suite.attacks.text.resources import NLTK, require_for_model
+
+        # Before the training process starts: a missing corpus is one line, not its traceback.
+        require_for_model(f"builtin:{name}", tuple(NLTK[item] for item in TRAINING_RESOURCES[method]))
     directory = cached_model(f"{name}-{version}", f"suite.train.builtin_text:train_{name.replace('-', '_')}")
     classifier = load_hf(str(directory), config.model_copy(update={"revision": None}))
     classifier.info = ModelInfo(spec=f"builtin:{name}", revision=version,

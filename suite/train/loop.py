@@ -28,12 +28,14 @@ from suite.data.load import load_eval_set
 from suite.errors import ConfigError, DataError
 from suite.models import ModelConfig, load_model
 from suite.models.base import resolve_device
+from suite.models.card import card_threat_text
 from suite.models.trainable import TrainableImage
 from suite.progress import progress_bar
 from suite.seeding import example_generator, example_seed
 from suite.train.config import TrainConfig
 from suite.train.methods import TrainMethod
 from suite.train.store import CURVES_FILE, TrainStore
+from suite.threat import Threat
 
 logger = logging.getLogger(__name__)
 #: Part of a run's identity: bump when a change to the loop changes the weights it trains.
@@ -74,6 +76,7 @@ def train(config: TrainConfig, output: Path, *, overwrite: bool = False, wait: b
                 "initial_weights": model.weights_hash(), "train_examples": train_set.fingerprint,
                 "val_examples": val_set.fingerprint}
     store = TrainStore(output, identity)
+    store.card = training_card(config, method)
     store.check(overwrite)
     store.open(overwrite, wait)
     try:
@@ -83,6 +86,19 @@ def train(config: TrainConfig, output: Path, *, overwrite: bool = False, wait: b
         raise
     store.close()
     return summary
+
+
+def training_card(config: TrainConfig, method: TrainMethod) -> str:
+    """The model card of a trained image model: the threat model it was trained for (read back
+    by :func:`suite.models.card.card_threat_model`, so ``evaluate`` runs at that radius), none
+    for standard training."""
+    lines = ["---", "tags: [advsuite]"]
+    trained = f"{method.name} on {config.dataset}"
+    if method.name != "standard":
+        threat = Threat(norm=method.norm, eps=method.eps)
+        lines.append(card_threat_text(threat))
+        trained = f"{method.name} ({threat.label}) on {config.dataset}"
+    return "\n".join([*lines, "---", "", f"Trained by `advsuite train`: {trained}, {config.epochs} epochs.", ""])
 
 
 @dataclass

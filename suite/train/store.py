@@ -52,6 +52,8 @@ class TrainStore:
     def __init__(self, directory: Path, identity: dict[str, Any]) -> None:
         self.directory = Path(directory)
         self.identity = identity
+        #: A model card (``README.md``) written with every model directory, or ``None``.
+        self.card: str | None = None
         self._lock: int | None = None
         self._created = False
 
@@ -170,6 +172,8 @@ class TrainStore:
         staging = self.directory / f".staging.{os.getpid()}.tmp"
         shutil.rmtree(staging, ignore_errors=True)
         save(staging)
+        if self.card is not None:
+            (staging / "README.md").write_text(self.card, encoding="utf-8")
         if best:
             target = self.directory / BEST_DIR
             old = self.directory / f".old-best.{os.getpid()}.tmp"

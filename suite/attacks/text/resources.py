@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.errors import ResourceMissingError
+from suite.errors import ModelUnavailableError, ResourceMissingError
 from suite.paths import cache_dir
 
 logger = logging.getLogger(__name__)
@@ -132,6 +132,18 @@ def require(attack: str, resources: tuple[Resource, ...]) -> None:
         raise ResourceMissingError(
             f"attack {attack!r} needs {first.describe()}, which is not available offline{more}; "
             f"fetch it with: {first.fetch_command(attack)}"
+        )
+
+
+def require_for_model(model: str, resources: tuple[Resource, ...]) -> None:
+    """Raise a one-line :class:`ModelUnavailableError` when a built-in model that is not yet
+    cached cannot be trained for a missing resource (checked before its training starts)."""
+    absent = missing(resources)
+    if absent:
+        first = absent[0]
+        raise ModelUnavailableError(
+            f"built-in model {model!r} is trained on first use and needs {first.describe()}, which is not "
+            f"available offline; fetch it with: {first.fetch_command('pwws')}"
         )
 
 

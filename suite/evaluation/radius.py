@@ -1,0 +1,167 @@
+"""The radius of a task's attacks, and where it came from.
+
+A robust accuracy means nothing without its radius, and the radius users say is the one they
+care about. Every point-wise attack that sets no ``eps`` of its own (the default attacks always)
+gets its radius from the first of these that applies:
+
+1. ``requested``: the task's ``eps`` (``--eps``, ``suite.evaluate(eps=...)``, a recipe task's
+   ``eps:``). Several radii run every such attack at each, labelled ``<attack>-eps<ε>``.
+2. ``model``: the threat model the model declares (its card, :mod:`suite.models.card`), when
+   its norm is the attack's: a robust built-in is evaluated where it was trained.
+3. ``attack defaults``: the attack's own default (L∞ 8/255, L2 0.5), with a warning naming it:
+   a radius the model may never have been trained for.
+
+The task's ``norm`` (``--norm``) sets the norm of every attack that takes one and sets none; an
+attack of a fixed other norm is refused in one line. Distributional attacks (WDA) take a
+Wasserstein budget, not a ball: only a requested ``eps`` applies to them, never the model's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from suite.attacks import ATTACKS, build_attack
+from suite.errors import ConfigError
+from suite.evaluation.recipe import AttackConfig, TaskConfig
+from suite.models import Classifier
+from suite.models.card import declared_threat_model
+from suite.threat import Threat
+
+Source = Literal["requested", "model", "attack defaults"]
+
+
+@dataclass(frozen=True)
+class Radius:
+    """Where the radius of a task's open attacks came from, as results record it.
+
+    Attributes:
+        source: ``requested``, ``model`` (its declared threat model) or ``attack defaults``.
+        threats: The threat (norm and ε) of every attack that took its radius from ``source``.
+        detail: One line for people: what was used and why.
+    """
+
+    source: Source
+    threats: tuple[str, ...]
+    detail: str
+
+
+def takes_radius(config: AttackConfig) -> bool:
+    return "eps" in ATTACKS.get(config.name).model_fields
+
+
+def takes_norm(config: AttackConfig) -> bool:
+    fields = ATTACKS.get(config.name).model_fields
+    return any(name == "norm" or field.alias == "norm" for name, field in fields.items())
+
+
+def _threat(config: AttackConfig) -> Threat:
+    return build_attack(config.name, config.params).threat
+
+
+def _distributional(config: AttackConfig) -> bool:
+    return ATTACKS.get(config.name).metric == "distributional"
+
+
+def resolve_radius(task: TaskConfig, model: Classifier, defaults: tuple[str, ...],
+                   ) -> tuple[TaskConfig, Radius | None]:
+    """``task`` with every attack's norm and radius set (its ``eps`` and ``norm`` moved into the
+    attacks' params), and where the radius came from (``None``: every attack set its own).
+
+    Args:
+        task: The task as given; empty ``attacks`` means ``defaults``.
+        model: The loaded model (its modality and declared threat model).
+        defaults: The default attacks of the model (modality, ensemble).
+
+    Raises:
+        ConfigError: ``eps`` or ``norm`` given for attacks that take none, or a ``norm`` that
+            contradicts an attack's fixed norm.
+    """
+    configs = list(task.attacks) or [AttackConfig(name=name) for name in defaults]
+    if task.norm is not None:
+        configs = _with_norm(configs, task.norm)
+    requested = bool(task.eps)
+    if requested:
+        no_radius = [config.key for config in configs if not takes_radius(config)]
+        if no_radius:
+            raise ConfigError(f"eps does not apply to {', '.join(no_radius)}: "
+                              f"{'it takes' if len(no_radius) == 1 else 'they take'} no radius")
+    open_ = [i for i, config in enumerate(configs) if takes_radius(config) and "eps" not in config.params]
+    if not requested:
+        open_ = [i for i in open_ if not _distributional(configs[i])]
+    if not open_:
+        return task.model_copy(update={"attacks": tuple(configs), "eps": (), "norm": None}), None
+    declared = model.info.threat_model or declared_threat_model(task.model.spec, task.model.revision)
+    if requested:
+        radii, source = list(task.eps), "requested"
+    elif declared is not None:
+        configs = [_with_declared_norm(config, declared) if i in open_ else config for i, config in enumerate(configs)]
+        matching = [i for i in open_ if _threat(configs[i]).norm == declared.norm]
+        others = [configs[i].key for i in open_ if i not in matching]
+        if others:  # an attack of another norm: the declared radius means nothing there
+            raise ConfigError(f"{model.info.spec} declares the threat model {declared.label}, which "
+                              f"{', '.join(others)} cannot run at (another norm): pass --eps, or name attacks of "
+                              f"norm {declared.norm}")
+        radii, source = [declared.eps], "model"
+    else:
+        radii, source = [], "attack defaults"
+    configs, threats = _expand(configs, open_, radii)
+    resolved = task.model_copy(update={"attacks": tuple(configs), "eps": (), "norm": None})
+    return resolved, Radius(source, threats, _detail(source, threats, model, declared))
+
+
+def _with_norm(configs: list[AttackConfig], norm: str) -> list[AttackConfig]:
+    """Set ``norm`` on every attack that takes one and sets none; refuse a fixed other norm."""
+    refused, out = [], []
+    for config in configs:
+        if takes_norm(config):
+            params = config.params if "norm" in config.params else {**config.params, "norm": norm}
+            out.append(config.model_copy(update={"params": params}))
+        elif takes_radius(config) and _threat(config).norm == norm:
+            out.append(config)
+        else:
+            refused.append(config.key)
+            out.append(config)
+    if refused:
+        raise ConfigError(f"norm {norm} does not apply to {', '.join(refused)}: "
+                          f"{'it has' if len(refused) == 1 else 'they have'} a fixed norm or none "
+                          "(name attacks of that norm, e.g. pgd_l2, or leave out --norm)")
+    return out
+
+
+def _with_declared_norm(config: AttackConfig, declared: Threat) -> AttackConfig:
+    if takes_norm(config) and "norm" not in config.params:
+        return config.model_copy(update={"params": {**config.params, "norm": declared.norm}})
+    return config
+
+
+def _expand(configs: list[AttackConfig], rows: list[int], radii: list[float],
+            ) -> tuple[list[AttackConfig], tuple[str, ...]]:
+    """Each attack of ``rows`` at each radius (labelled ``-eps<ε>`` when there are several);
+    with no radii, at its own default. Returns the attacks and the threats they run at."""
+    out, threats = [], []
+    for i, config in enumerate(configs):
+        if i not in rows:
+            out.append(config)
+            continue
+        for radius in radii or [None]:
+            copy = config
+            if radius is not None:
+                update = {"params": {**config.params, "eps": radius}}
+                if len(radii) > 1:
+                    update["label"] = f"{config.key}-eps{radius:g}"
+                copy = config.model_copy(update=update)
+            out.append(copy)
+            threats.append(f"{copy.key}: {_threat(copy).label}")
+    return out, tuple(threats)
+
+
+def _detail(source: str, threats: tuple[str, ...], model: Classifier, declared: Threat | None) -> str:
+    where = "; ".join(threats)
+    if source == "requested":
+        return f"{where} (as requested)"
+    if source == "model":
+        return f"{where} (the threat model {model.info.spec} declares it was trained for; --eps overrides)"
+    return (f"{where}: the attacks' default radius; {model.info.spec} declares no threat model"
+            + (f" of this norm (it declares {declared.label})" if declared is not None else "")
+            + ", so it may never have been trained for it (pass --eps, and --norm)")
