@@ -52,6 +52,8 @@ def test_bad_input_is_one_line_exit_2_and_leaves_no_file(case: Case, tmp_path, m
         case.setup(work)
     before = snapshot(work)
     monkeypatch.chdir(work)
+    if case.patch is not None:
+        case.patch(monkeypatch)
     with pytest.raises(SystemExit) as caught:
         main([part.format(tmp=work) for part in case.argv])
     err = capsys.readouterr().err

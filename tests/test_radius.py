@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import suite
+from bad_input_output import without_wordnet
 from suite.cli.main import main
 from suite.errors import ConfigError
 from suite.evaluation.recipe import DEFAULT_ENSEMBLE_ATTACKS, TaskConfig
@@ -138,18 +139,9 @@ def test_training_writes_the_threat_model_into_the_card():
     assert card_threat_model(training_card(standard, method_for(standard)), "x") is None
 
 
-def _without_wordnet(monkeypatch) -> None:
-    """WordNet unreadable (as on a machine without it), and no ASCC built-in cached yet."""
-    from suite.attacks.text import resources
-
-    available = resources.Resource.available
-    monkeypatch.setattr(resources.Resource, "available", lambda self: self.name != "wordnet" and available(self))
-    monkeypatch.setattr("suite.train.builtin_text.is_cached", lambda name: False)
-
-
 def test_a_recipe_skips_the_tasks_whose_model_needs_missing_wordnet_and_runs_the_rest(tmp_path, monkeypatch,
                                                                                      capsys, caplog):
-    _without_wordnet(monkeypatch)
+    without_wordnet(monkeypatch)
     recipe = tmp_path / "mixed.yaml"
     recipe.write_text(
         "name: mixed\ntasks:\n"
