@@ -185,3 +185,15 @@ def test_a_module_whose_weights_are_all_buffers_is_evaluated():
     results = suite.evaluate(model, (images, labels), attacks=["fgm_linf"], eps=0.3)
     assert model.device == torch.device("cpu")
     assert results.clean_accuracy == 1.0 and results.attacks["fgm_linf"].robust_accuracy == 0.0
+
+
+def test_results_and_the_leaderboard_say_what_a_model_was_trained_for(tmp_path):
+    from suite.report import leaderboard
+
+    results = suite.evaluate("builtin:digits-cnn-at", "builtin:digits", attacks=["fgm_linf"], n=8,
+                             output=tmp_path / "run")
+    assert results.model.threat_model == Threat(norm="linf", eps=0.15)
+    assert results.attacks["fgm_linf"].threat.eps == 0.15  # a named attack without a radius takes the model's
+    board, added, _ = leaderboard.add([tmp_path / "run" / "results.json"], tmp_path / "board" / "leaderboard.json")
+    assert added == 1 and board.entries[0].trained_for == "linf eps=0.15"
+    assert leaderboard.rows(board)[0]["trained for"] == "linf eps=0.15"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -34,6 +34,7 @@ from suite.evaluation.radius import Radius, resolve_radius
 from suite.evaluation.records import RecordStore
 from suite.evaluation.scoring import SCORING_VERSION
 from suite.models import Classifier, load_model
+from suite.models.card import declared_threat_model
 from suite.models.ensemble import is_ensemble
 
 logger = logging.getLogger(__name__)
@@ -114,6 +115,10 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     # Attacks first: a bad name or hyperparameter fails before any model is loaded.
     attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
     model = model if model is not None else load_model(task.model)
+    if model.info.threat_model is None:  # a card's (hf:/timm:) threat model: results and the radius read it
+        declared = declared_threat_model(task.model.spec, task.model.revision)
+        if declared is not None:
+            model.info = replace(model.info, threat_model=declared)
     defaults = DEFAULT_ATTACKS[model.modality]
     if model.modality == "image" and is_ensemble(model):
         defaults = DEFAULT_ENSEMBLE_ATTACKS

@@ -25,7 +25,6 @@ from suite.attacks import ATTACKS, build_attack
 from suite.errors import ConfigError
 from suite.evaluation.recipe import AttackConfig, TaskConfig
 from suite.models import Classifier
-from suite.models.card import declared_threat_model
 from suite.threat import Threat
 
 Source = Literal["requested", "model", "attack defaults"]
@@ -70,7 +69,8 @@ def resolve_radius(task: TaskConfig, model: Classifier, defaults: tuple[str, ...
 
     Args:
         task: The task as given; empty ``attacks`` means ``defaults``.
-        model: The loaded model (its modality and declared threat model).
+        model: The loaded model (its modality, and ``info.threat_model``: the threat model its
+            card declares, :func:`~suite.models.card.declared_threat_model`).
         defaults: The default attacks of the model (modality, ensemble).
 
     Raises:
@@ -91,7 +91,7 @@ def resolve_radius(task: TaskConfig, model: Classifier, defaults: tuple[str, ...
         open_ = [i for i in open_ if not _distributional(configs[i])]
     if not open_:
         return task.model_copy(update={"attacks": tuple(configs), "eps": (), "norm": None}), None
-    declared = model.info.threat_model or declared_threat_model(task.model.spec, task.model.revision)
+    declared = model.info.threat_model
     if requested:
         radii, source = list(task.eps), "requested"
     elif declared is not None:

@@ -118,6 +118,7 @@ def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
             model=results.model.name,
             model_spec=results.model.spec,
             revision=results.model.revision,
+            trained_for=None if results.model.threat_model is None else results.model.threat_model.label,
             temperature=results.model.temperature,
             members=None if results.model.members is None else [m.model_dump() for m in results.model.members],
             clean_accuracy=results.clean_accuracy,
@@ -374,6 +375,7 @@ def rows(board: Leaderboard, task: str | None = None, threat_model: str | None =
         {
             "task": e.task,
             "threat model": e.threat_label(),
+            "trained for": e.trained_for or "-",
             "model": e.model if not e.members else f"{e.model} ({members_label(e.members)})",
             "revision": e.revision or "-",
             "clean [95% CI]": _percent(e.clean_accuracy, e.clean_accuracy_ci),

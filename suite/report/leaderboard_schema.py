@@ -60,6 +60,8 @@ class Entry(_Strict):
     model: str = Field(description="model display name (a design temperature makes a distinct model)")
     model_spec: str
     revision: str | None
+    trained_for: str | None = Field(None, description="the threat model the model declares it was trained for (its "
+                                    "card), e.g. 'linf eps=0.15'; None when it declares none")
     temperature: float = Field(gt=0)
     clean_accuracy: float = Fraction
     clean_accuracy_ci: Interval = Field(description="95% confidence interval [low, high] of clean_accuracy")

@@ -62,6 +62,8 @@ class ModelEntry(_Strict):
     weights: str | None = None
     #: A randomized ensemble's members (``None`` for any other model).
     members: list[MemberEntry] | None = None
+    #: The threat model the model declares it was trained for (its card); ``None``: none.
+    threat_model: Threat | None = None
 
 
 class DatasetEntry(_Strict):
