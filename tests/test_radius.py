@@ -19,7 +19,7 @@ from suite.models import load_model
 from suite.models.card import BUILTIN_THREAT_MODELS, card_threat_model, card_threat_text, declared_threat_model
 from suite.threat import Threat
 
-AT = ("evaluate", "--model", "builtin:digits-cnn-at", "--dataset", "builtin:digits", "--n", "32")
+AT = ("evaluate", "--model", "builtin:digits-cnn-at", "--dataset", "builtin:digits", "--n", "12")
 
 
 def _cli(argv, capsys) -> tuple[dict, str, str]:
@@ -32,11 +32,12 @@ def _cli(argv, capsys) -> tuple[dict, str, str]:
 
 
 def test_eps_alone_runs_the_default_attack_at_that_radius(tmp_path, capsys):
-    results, out, _ = _cli([*AT, "--eps", "0.15", "--output", tmp_path / "run"], capsys)
+    argv = ["evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--n", "16", "--eps", "0.05"]
+    results, out, _ = _cli([*argv, "--output", tmp_path / "run"], capsys)
     assert list(results["attacks"]) == ["auto"]
-    assert results["attacks"]["auto"]["threat"] == {"norm": "linf", "eps": 0.15, "level": None, "p": None, "kappa": None}
+    assert results["attacks"]["auto"]["threat"] == {"norm": "linf", "eps": 0.05, "level": None, "p": None, "kappa": None}
     assert results["radius"]["source"] == "requested"
-    assert "radius, requested: auto: linf eps=0.15" in out
+    assert "radius, requested: auto: linf eps=0.05" in out
 
 
 def test_a_robust_builtin_is_evaluated_at_its_declared_threat_model(tmp_path, capsys):
