@@ -157,13 +157,17 @@ def test_train_writes_a_model_that_evaluate_loads(tmp_path, capsys):
     entry = json.loads((output / "train_log.jsonl").read_text())
     assert entry["epoch"] == 1 and {"loss", "val_clean", "val_pgd", "val_beta", "val_robust", "seconds"} <= set(entry)
     assert (output / "curves.png").stat().st_size > 0 and (output / "best" / "model.safetensors").exists()
+    # Both carry a card with the threat model trained for, so evaluate runs there without --eps.
     for directory in (output, output / "best"):
+        assert "threat_model: {norm: linf, eps: 0.1}" in (directory / "README.md").read_text()
         with pytest.raises(SystemExit) as done:
             main(["evaluate", "--model", f"timm:{directory}", "--dataset", "builtin:digits", "--attacks", "pgd_linf",
-                  "--eps", "0.1", "--n", "8", "--output", str(tmp_path / f"eval-{directory.name}")])
+                  "--n", "8", "--output", str(tmp_path / f"eval-{directory.name}")])
         assert done.value.code == 0
         results = json.loads((tmp_path / f"eval-{directory.name}" / "results.json").read_text())
         assert results["model"]["name"] == f"timm:{directory}" and results["dataset"]["n"] == 8
+        assert results["attacks"]["pgd_linf"]["threat"]["eps"] == 0.1 and results["radius"]["source"] == "model"
+        assert results["model"]["threat_model"] == {"norm": "linf", "eps": 0.1, "level": None, "p": None, "kappa": None}
 
 
 @pytest.mark.slow
