@@ -156,7 +156,7 @@ def _tasks_run_with(argv: list[str], monkeypatch, tmp_path: Path) -> list:
     import suite.evaluation.tasks
 
     handed = []
-    monkeypatch.setattr(suite.evaluation.tasks, "run_tasks", lambda tasks, options: handed.extend(tasks) or [])
+    monkeypatch.setattr(suite.evaluation.tasks, "run_tasks", lambda tasks, options, **_: handed.extend(tasks) or [])
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as caught:
         main(argv)
