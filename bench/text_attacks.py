@@ -244,7 +244,7 @@ def main() -> int:
     parser.add_argument("--train-n", type=int, help="--protocol: train on a seeded subsample of this many sentences")
     args = parser.parse_args()
     if not (args.data / "train.csv").exists():
-        print(f"skipped: Rotten Tomatoes not found at {args.data} (see bench/README or --data)")
+        print(f"skipped: Rotten Tomatoes not found at {args.data} (see docs/attacks/measured.md or --data)")
         return 0
     if args.protocol:
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-ior-"))

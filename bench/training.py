@@ -12,7 +12,7 @@ markdown table, the robust learning curves of every method in one plot, and JSON
 
 Scaled down from the paper's 200 epochs; BETA-AT and SBETA-AT attack ``--beta-targets`` targets
 with ``--beta-steps`` steps each (the paper: all 9 targets, 10 steps), which keeps their cost
-near PGD-10's. The README says what this scale does and does not show.
+near PGD-10's. docs/training.md says what this scale does and does not show.
 """
 
 from __future__ import annotations

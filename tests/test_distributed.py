@@ -97,7 +97,7 @@ def _launch(recipe: Path | None, output: Path, processes: int, *command_args: st
     suite_args = ["-m", "suite", *(command_args or ("run", str(recipe))), "--output", str(output)]
     if processes == 1:
         command = [sys.executable, *suite_args]
-    else:  # the invocation the README documents for CPU-only machines
+    else:  # the invocation docs/distributed.md documents for CPU-only machines
         command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes",
                    str(processes), "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                    "--main_process_ip", "127.0.0.1", "--main_process_port", str(_free_port()), *suite_args]

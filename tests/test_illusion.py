@@ -1,7 +1,7 @@
 """Illusion of robustness: design and adversary temperatures, calibration, transfer, the flag.
 
 Tests run the built-in text model offline; the expected numbers are directions and margins
-measured on it (README, "Illusion of robustness"), not hard-coded results.
+measured on it (docs/illusion.md), not hard-coded results.
 """
 
 from __future__ import annotations

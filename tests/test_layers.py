@@ -1,4 +1,4 @@
-"""The package's layers point one way (DESIGN, README "Data flow"):
+"""The package's layers point one way (DESIGN; docs/architecture.md):
 
     cli → evaluation → {attacks, calibration, certify, report} → models, data
         → losses, threat, registry, paths, seeding, launch → errors

@@ -118,6 +118,16 @@ def test_card_threat_model_round_trips_and_refuses_nonsense():
             card_threat_model(f"---\n{bad}\n---\n", "x")
 
 
+def test_ls_lists_each_robust_builtin_with_its_threat_model(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["ls", "models"])
+    assert done.value.code == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    for name, threat in BUILTIN_THREAT_MODELS.items():
+        assert rows[f"builtin:{name}"].endswith(f"[trained for {threat.label}]")
+    assert "trained for" not in rows["builtin:digits-cnn"] and "trained for" not in rows["builtin:sentiment-tiny"]
+
+
 def test_a_fixed_norm_attack_of_another_norm_is_refused_at_a_declared_radius():
     model = load_model("builtin:digits-cnn-at")
     task = TaskConfig(model="builtin:digits-cnn-at", dataset="builtin:digits", attacks=["pgd_l2"])

@@ -246,7 +246,7 @@ def test_wilson_and_bootstrap_intervals():
     values = [0.5, 0.25, 1.0, 0.0] * 10
     interval = accuracy_interval(values)
     assert interval == bootstrap_interval(values) and interval[0] < sum(values) / 40 < interval[1]
-    # ±~15 pp at n = 40, as the README says.
+    # ±~15 pp at n = 40, as docs/evaluate.md says.
     assert 0.25 < high - low < 0.32
 
 

@@ -9,7 +9,7 @@ margin max_{k′≠y} θ_k′ − θ_y, the paper's eq. 12–13) and l the steep
 max_{k′≠k} ‖J(x)ᵀ(e_k′ − e_k)‖_s along rays on which θ stays affine.
 
 What this module reports, and what it calls a bound (the paper's statements do not all hold as
-written; see the README):
+written; see docs/wdro.md):
 
 - ``upper_bound`` = E + L_global·ε with L_global from the model's certified global Lipschitz
   constant (:meth:`~suite.models.base.Classifier.lipschitz_bound`, a product of operator norms)

@@ -16,7 +16,7 @@ EPILOG = """examples:
 Columns: E[loss] (clean); lower bound (eq. 17's distribution, only on an unbounded input domain);
 lower (cone) (E + l eps, l the rate inside the activation cells: ReLU MLPs on R^n); lower est.
 (E + l_N eps, an estimate); each attack's W1 loss; upper est. (E + L_N eps, NOT a bound); upper
-bound (certified: the product of the layers' operator norms). See the README, "Certificates".
+bound (certified: the product of the layers' operator norms). See docs/wdro.md.
 """
 
 

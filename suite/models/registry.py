@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from suite.registry import Registry
+import functools
+from collections.abc import Callable
+
+from suite.registry import PluginError, Registry
 
 #: ``scheme -> loader(name, ModelConfig) -> Classifier``.
 MODEL_SCHEMES: Registry = Registry("model scheme", list_command="advsuite ls models")
@@ -16,6 +19,30 @@ MODEL_SCHEMES.add("timm", "suite.models.timm_image:load_timm", help="timm image 
 MODEL_SCHEMES.add("ensemble", "suite.models.ensemble:load_ensemble",
                   help="randomized ensemble: ensemble:<p>*<spec>,<p>*<spec>... (or members in a recipe)")
 MODEL_SCHEMES.add("builtin", "suite.models.builtin:load_builtin", help="tiny built-in model: builtin:<name>")
+
+
+def _plugin_loader(scheme: str, loader: object) -> Callable:
+    """A plugin's ``advsuite.models`` entry point: a loader ``(name, ModelConfig) -> Classifier``
+    for the specs ``<scheme>:<name>`` (docs/plugins.md); what it returns is checked."""
+    if not callable(loader):
+        raise TypeError(f"{loader!r} is not callable: an advsuite.models entry point names a loader (name, config)")
+
+    @functools.wraps(loader)
+    def load(name: str, config):
+        from suite.models.base import Classifier
+
+        model = loader(name, config)
+        if not isinstance(model, Classifier):
+            raise PluginError(f"model scheme {scheme!r} of plugin {MODEL_SCHEMES.origin(scheme)}: its loader returned "
+                              f"{type(model).__name__}, not a suite.models.Classifier")
+        return model
+
+    return load
+
+
+# Other packages add schemes through the entry-point group advsuite.models (read when first needed).
+MODEL_SCHEMES.use_entry_points("advsuite.models", check=_plugin_loader)
+
 #: Built-in models that take text (the others take images): what ``advsuite train`` needs to
 #: know before loading one.
 TEXT_BUILTINS: set[str] = set()

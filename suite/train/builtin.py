@@ -19,7 +19,7 @@ on one CPU thread:
   each epoch: ``train_log.jsonl`` and ``curves.png`` are kept beside the weights).
 
 ε = 0.15 puts robust accuracy near the middle of its range under the default evaluation (the
-README's table gives the measured numbers).
+docs/training.md gives the measured numbers).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ reaches, in order).
   9 most likely wrong classes with 30 steps each. Cross-entropy finds most adversarial examples
   fast; the targeted DLR loss then catches what a saturated or misleading cross-entropy hides
   (the BETA paper's point: a margin per target class, Robey et al., ICLR 2024, Sec. 4 and App. D).
-  AutoAttack gives each of its 9 targets 100 steps. Tuned on the built-in models (README): 3
+  AutoAttack gives each of its 9 targets 100 steps. Tuned on the built-in models (docs/attacks/measured.md): 3
   targets × 100 steps missed examples of the robust models under L∞ that only targets 4-9 break,
   while 9 targets × 30 steps found them at the same number of gradient rows.
 - ``auto_plus``: APGD-CE, APGD-T towards 9 targets (AutoAttack's own budget), then APGD-DLR

@@ -1,0 +1,387 @@
+"""Hub-native results: a run's ``results.json`` as model card metadata and ``.eval_results`` files.
+
+:func:`export` writes the results of one model (a run directory, or a recipe's output directory
+whose tasks all evaluated it) into a directory, optionally pushed to its Hub repo (the formats,
+with examples: docs/publishing.md):
+
+- ``README.md``: the card's ``model-index``, built with huggingface_hub's ``EvalResult`` and
+  ``ModelCard``: metrics ``accuracy`` (clean), ``robust_accuracy`` (per attack),
+  ``worst_case_robust_accuracy`` (per threat model), ``distributional_accuracy``, each with a
+  ``config`` naming attack and threat and ``args`` holding the typed threat, n, seed, interval and
+  ``advsuite: <version>``, which marks advsuite's results: a merge replaces only those (same model,
+  task, dataset config and split, metric) and keeps every other result, metadata key and the text.
+- ``.eval_results/advsuite-<dataset>[-<config>]-<split>.yaml``, the Hub's format of
+  https://huggingface.co/docs/hub/eval-results as specified in
+  https://github.com/huggingface/hub-docs/blob/main/eval_results.yaml (hub-docs 242f4a1, 2026-08):
+  a list of ``{dataset: {id, task_id, revision?}, value, verifyToken?, date?, source?: {url,
+  name?, user?, org?}, notes?}`` where ``dataset.id`` is a Hub dataset (so only ``hf:`` datasets
+  get the file). huggingface_hub >= 1.4 serialises it (``EvalResultEntry``); with an older one
+  (transformers < 5 needs < 1.0) the same dicts are built here. One entry per metric, ``task_id``
+  ``[<config>/]<split>/<metric>[/<threat>[/<attack>]]``; entries of another task_id are kept.
+
+Numbers are copied, never rounded. A push uploads only the files written, after reading the
+repo's copy of any the directory lacks, so what is on the Hub is merged into, not replaced.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from suite.errors import ConfigError
+from suite.paths import atomic_write_text
+from suite.report.leaderboard import read_results
+from suite.report.results import Results
+from suite.text import printable
+
+CARD = "README.md"
+EVAL_DIR = ".eval_results"
+TASKS = {"image": "image-classification", "text": "text-classification"}
+#: A dataset spec ``hf:<name>`` names a Hub dataset unless it names a local file or directory.
+_LOCAL = re.compile(r"^[.~/]|\.(csv|tsv|json|jsonl|parquet)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Score:
+    """One number of a results file: its metric type, ``config`` (which one: ``clean``,
+    ``pgd_linf, linf eps=0.03``), name in words, value, ``args`` (threat, n, seed, interval) and
+    ``path``, the ``task_id`` tail naming it (``robust_accuracy/linf-eps0.03/pgd_linf``)."""
+
+    metric: str
+    config: str
+    name: str
+    value: float
+    args: dict[str, Any]
+    path: str
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What :func:`export` did: files written (relative to ``directory``), and the commit URL."""
+
+    directory: Path
+    files: list[str]
+    skipped: list[str]
+    commit_url: str | None = None
+
+
+def read_run(path: Path) -> list[Results]:
+    """The results of a run directory, a ``results.json``, or a recipe's output directory (one
+    sub-directory per task), all of one model (a card describes one model)."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{str(path)!r} does not exist: give a run directory or its results.json")
+    if path.is_file() or (path / "results.json").is_file():
+        files = [path if path.is_file() else path / "results.json"]
+    else:
+        files = sorted(sub for sub in path.glob("*/results.json") if sub.is_file())
+        if not files:
+            raise ConfigError(f"{str(path)!r} holds no results.json (nor do its sub-directories): run `advsuite "
+                              "evaluate --output DIR` or `advsuite run` first")
+    results = [read_results(file) for file in files]
+    models = sorted({result.model.name for result in results})
+    if len(models) > 1:
+        raise ConfigError(f"{str(path)!r} holds results of {len(models)} models ({', '.join(models)}); a model card "
+                          "describes one: export each task directory (RUN_DIR/<task>) to its own --to")
+    return results
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Refuse a ``--push`` value that is not a Hub repo id (``namespace/name``)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise ConfigError(f"--push {printable(repr(repo_id))} is not a Hub repo id: namespace/name, letters, digits, "
+                          "'-', '_' and '.', at most 96 characters") from None
+
+
+def scores(results: Results) -> list[Score]:
+    """Clean accuracy, each attack, the worst case per threat model, each distributional attack."""
+    common: dict[str, Any] = {"advsuite": results.suite_version, "model": results.model.name,
+                              "n": results.dataset.n, "seed": results.seed}
+    if results.illusion is not None and results.illusion.flagged:  # an export drops no flag and no warning
+        illusion = results.illusion
+        common["illusion_of_robustness"] = {"max_drop": illusion.max_drop, "mechanism": illusion.mechanism}
+    if results.warnings:
+        common["warnings"] = list(results.warnings)
+    found = [Score("accuracy", "clean", "clean accuracy", results.clean_accuracy,
+                   _args(common, results.clean_accuracy_ci), "accuracy")]
+    for key, entry in results.attacks.items():
+        label = entry.threat.label
+        found.append(Score("robust_accuracy", f"{key}, {label}", f"robust accuracy ({key}, {label})",
+                           entry.robust_accuracy, _args(common, entry.robust_accuracy_ci, entry.threat,
+                                                        attack=entry.attack or key, access=entry.access),
+                           f"robust_accuracy/{_slug(label)}/{_slug(key)}"))
+    for label, group in results.threat_models.items():
+        found.append(Score("worst_case_robust_accuracy", f"worst case, {label}",
+                           f"worst-case robust accuracy ({label}; over {', '.join(group.attacks)})",
+                           group.worst_case_robust_accuracy,
+                           _args(common, group.worst_case_robust_accuracy_ci, group.threat,
+                                 attacks=list(group.attacks)),
+                           f"worst_case_robust_accuracy/{_slug(label)}"))
+    for key, entry in results.distributional.items():
+        label = entry.threat.label
+        found.append(Score("distributional_accuracy", f"{key}, {label}", f"accuracy under {key} ({label})",
+                           entry.accuracy, _args(common, None, entry.threat, attack=entry.attack or key),
+                           f"distributional_accuracy/{_slug(label)}/{_slug(key)}"))
+    return found
+
+
+def model_card(runs: list[Results], existing: str | None, source: str = CARD) -> str:
+    """The card ``existing`` (``None``: a new one; ``source`` names it) with the runs' results
+    merged into its ``model-index``."""
+    from huggingface_hub import ModelCard, ModelCardData
+    from huggingface_hub.repocard import REGEX_YAML_BLOCK
+
+    new = [result for run in runs for result in _eval_results(run)]
+    if existing is None:
+        name = runs[0].model.name
+        return str(ModelCard(f"---\n{ModelCardData(model_name=name, eval_results=new).to_yaml()}\n---\n\n# {name}\n\n"
+                             "Adversarial robustness measured with advsuite: see the `model-index` metadata above "
+                             "and `.eval_results/`, exported from the run's results.json by `advsuite export`.\n"))
+    match = REGEX_YAML_BLOCK.search(existing)
+    refuse = f"{source} has metadata advsuite cannot read ({{}}); fix it, or export to another --to (it is not " \
+             "overwritten)"
+    try:
+        raw = yaml.safe_load(match.group(2)) if match else None
+    except yaml.YAMLError as error:
+        raise ConfigError(refuse.format(_yaml_problem(error, existing[:match.start(2)].count("\n")))) from error
+    index = raw.get("model-index") if isinstance(raw, dict) else None
+    if isinstance(index, list) and len({str(item.get("name")) for item in index if isinstance(item, dict)}) > 1:
+        raise ConfigError(refuse.format("its model-index names several models; huggingface_hub keeps only one"))
+    try:
+        card = ModelCard(existing)
+    except (ValueError, TypeError, AttributeError) as error:
+        # The library's message ends in advice for its own API: cut it.
+        reason = " ".join(str(error).split()).split(" Pass `ignore_metadata_errors")[0]
+        raise ConfigError(refuse.format(reason)) from error
+    card.data.model_name = card.data.model_name or runs[0].model.name
+    card.data.eval_results = _merge(card.data.eval_results or [], new, _card_key)
+    return str(card)
+
+
+def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """``.eval_results/*.yaml`` path → text for the runs on Hub datasets, merged into ``existing``
+    (path → its current text and where that is from)."""
+    files: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        hub_id = hub_dataset(run)
+        if hub_id is None:
+            continue
+        path = eval_results_path(run)
+        files.setdefault(path, []).extend(_entries(run, hub_id))
+    texts = {}
+    for path, entries in files.items():
+        text, source = existing.get(path, ("", path))
+        old = _read_entries(source, text)
+        merged = _merge(old, entries, lambda item: (item["dataset"].get("id"), item["dataset"].get("task_id")))
+        texts[path] = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
+    return texts
+
+
+def hub_dataset(run: Results) -> str | None:
+    """The Hub id of the run's dataset, ``None`` for a built-in or local one."""
+    scheme, _, name = run.dataset.spec.partition(":")
+    return name if scheme == "hf" and name and not _LOCAL.search(name) else None
+
+
+def eval_results_path(run: Results) -> str:
+    config = _dataset_field(run, "config")
+    parts = [run.dataset.spec.partition(":")[2], *([config] if config else []), run.dataset.split]
+    return f"{EVAL_DIR}/advsuite-{'-'.join(_slug(part) for part in parts)}.yaml"
+
+
+def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = False) -> Exported:
+    """Convert ``run_dir``'s results into ``to`` (created if needed) and optionally push them.
+
+    Everything is read and checked before anything is written; the files are written atomically.
+
+    Args:
+        run_dir: A run directory, its results.json, or a recipe's output directory (one model).
+        to: Directory of the model card and ``.eval_results/`` (a local copy of the model repo).
+        push: Hub model repo to upload the written files to (``None``: nothing leaves the machine).
+        create_pr: Open a pull request on ``push`` instead of committing to its main branch.
+    """
+    if push is not None:
+        check_repo_id(push)
+    runs = read_run(run_dir)
+    if to.exists() and not to.is_dir():
+        raise ConfigError(f"--to {str(to)!r} is a file: name the directory of the card (created if needed)")
+    for where, kind in ((to / CARD, "a file"), (to / EVAL_DIR, "a directory")):
+        if where.exists() and where.is_dir() != (kind == "a directory"):
+            raise ConfigError(f"--to {str(to)!r}: {str(where)!r} exists and is not {kind}")
+    names = [CARD, *sorted({eval_results_path(run) for run in runs if hub_dataset(run) is not None})]
+    existing = {name: (text, repr(str(to / name))) for name in names if (text := _read_local(to / name)) is not None}
+    if push is not None:
+        existing.update(_read_hub(push, [name for name in names if name not in existing]))
+    card = model_card(runs, *existing[CARD]) if CARD in existing else model_card(runs, None)
+    texts = {CARD: card, **eval_results_files(runs, existing)}
+    skipped = [f"{run.dataset.spec} is not a Hub dataset: no {EVAL_DIR} entries (the format takes Hub dataset ids only)"
+               for run in runs if hub_dataset(run) is None]
+    for name, text in texts.items():
+        (to / name).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(to / name, text)
+    url = _upload(to, push, list(texts), create_pr) if push is not None else None
+    return Exported(to, list(texts), skipped, url)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _args(common: dict[str, Any], interval: list[float] | None, threat: Any = None, **extra: Any) -> dict[str, Any]:
+    typed = {} if threat is None else {key: value for key, value in threat.model_dump().items() if value is not None}
+    return {**common, **typed, **extra, **({} if interval is None else {"ci95": list(interval)})}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._@-]+", "-", text.replace("=", "")).strip("-") or "none"
+
+
+def _dataset_field(run: Results, name: str) -> str | None:
+    dataset = run.config.get("dataset")
+    value = dataset.get(name) if isinstance(dataset, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _eval_results(run: Results) -> list[Any]:
+    from huggingface_hub import EvalResult
+
+    modality = _modality(run)
+    dataset = hub_dataset(run) or run.dataset.spec
+    revision = _dataset_field(run, "revision") or run.dataset.fingerprint
+    return [EvalResult(task_type=TASKS[modality], dataset_type=dataset, dataset_name=dataset,
+                       dataset_config=_dataset_field(run, "config"), dataset_split=run.dataset.split,
+                       dataset_revision=revision, metric_type=score.metric, metric_value=score.value,
+                       metric_name=score.name, metric_config=score.config, metric_args=score.args)
+            for score in scores(run)]
+
+
+def _modality(run: Results) -> str:
+    for modality in ("image", "text"):
+        if modality in run.dataset.columns:
+            return modality
+    threats = [entry.threat for entry in [*run.attacks.values(), *run.distributional.values()]]
+    if any(threat.level is not None for threat in threats):
+        return "text"
+    if any(threat.norm is not None for threat in threats):
+        return "image"
+    raise ConfigError(f"results of task {run.task!r} record no attack and no input column: cannot tell whether "
+                      "the model classifies text or images")
+
+
+def _card_key(result: Any) -> tuple | None:
+    """What a card's result is, or ``None`` for one advsuite did not write (never replaced)."""
+    args = result.metric_args if isinstance(result.metric_args, dict) else {}
+    if "advsuite" not in args:
+        return None
+    return (args.get("model"), result.task_type, result.dataset_type, result.dataset_config, result.dataset_split,
+            result.metric_type, result.metric_config)
+
+
+def _merge(old: list[Any], new: list[Any], key: Any) -> list[Any]:
+    """``old`` with each item ``new`` has a same-key item for replaced in place; the rest of ``new`` after."""
+    fresh = {key(item): item for item in new}
+    merged = [fresh.pop(key(item)) if key(item) is not None and key(item) in fresh else item for item in old]
+    return merged + list(fresh.values())
+
+
+def _entries(run: Results, hub_id: str) -> list[dict[str, Any]]:
+    config, revision = _dataset_field(run, "config"), _dataset_field(run, "revision")
+    prefix = "/".join([*([config] if config else []), run.dataset.split])
+    sample = f"n={run.dataset.n} of {run.dataset.size}, seed {run.seed}"
+    about = (f"; model {run.model.name}; dataset fingerprint {run.dataset.fingerprint}; advsuite {run.suite_version}, "
+             f"recipe {run.config_hash}")
+    if run.illusion is not None and run.illusion.flagged:
+        about += (f"; ILLUSION OF ROBUSTNESS flagged: an aware adversary lowers it by up to "
+                  f"{100 * run.illusion.max_drop:.1f} pp")
+    if run.warnings:
+        about += f"; {len(run.warnings)} warning(s), listed in the model card"
+    found = []
+    for score in scores(run):
+        ci = score.args.get("ci95")
+        access = f"{score.args['access']}, " if "access" in score.args else ""
+        interval = "" if ci is None else f", 95% CI [{ci[0]:.4g}, {ci[1]:.4g}]"
+        found.append({"dataset_id": hub_id, "task_id": f"{prefix}/{score.path}", "value": score.value,
+                      "dataset_revision": revision, "date": run.created,
+                      "notes": f"{score.name}; {access}{sample}{interval}{about}"})
+    try:  # huggingface_hub >= 1.4 knows the format: let it serialise
+        from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
+    except ImportError:  # the spec's keys, in its order (and eval_result_entries_to_yaml's)
+        return [{"dataset": {"id": hub_id, "task_id": entry["task_id"], **({"revision": revision} if revision else {})},
+                 "value": entry["value"], "date": entry["date"], "notes": entry["notes"]} for entry in found]
+    return eval_result_entries_to_yaml([EvalResultEntry(**fields) for fields in found])
+
+
+def _read_entries(source: str, text: str) -> list[dict[str, Any]]:
+    """The entries of an existing ``.eval_results`` file (``source`` names it in errors)."""
+    refuse = f"{source} is not {{}}; fix or remove it (it is not overwritten)"
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(refuse.format(f"valid YAML ({_yaml_problem(error, 0)})")) from error
+    if data is None:
+        return []
+    if not (isinstance(data, list) and all(isinstance(item, dict) and isinstance(item.get("dataset"), dict)
+                                           for item in data)):
+        raise ConfigError(refuse.format("a list of eval results entries ({dataset: {id, task_id}, value})"))
+    return data
+
+
+def _read_local(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {str(path)!r}: {getattr(error, 'strerror', None) or error}") from error
+
+
+def _read_hub(repo_id: str, names: list[str]) -> dict[str, tuple[str, str]]:
+    """The repo's current copies of those of ``names`` it has, with where they are from."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
+
+    found = {}
+    for name in names:
+        try:
+            path = HfApi().hf_hub_download(repo_id=repo_id, filename=name)
+            found[name] = (Path(path).read_text(encoding="utf-8"), f"{name} of {repo_id!r} on the Hub")
+        except LocalEntryNotFoundError as error:  # offline: not "absent", or the card on the Hub would be lost
+            raise ConfigError(f"cannot read {name} of {repo_id!r} from the Hub (offline?), so cannot merge into it: "
+                              f"put the repo's current {name} (if any) in --to, or push when online") from error
+        except EntryNotFoundError:
+            continue
+        except (HfHubHTTPError, OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"cannot read {name} of {repo_id!r} from the Hub: {_first_line(error)}") from error
+    return found
+
+
+def _upload(directory: Path, repo_id: str, files: list[str], create_pr: bool) -> str:
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        commit = HfApi().upload_folder(repo_id=repo_id, repo_type="model", folder_path=directory,
+                                       allow_patterns=files, create_pr=create_pr,
+                                       commit_message="Add adversarial robustness results (advsuite export)")
+    except (HfHubHTTPError, OSError) as error:
+        raise ConfigError(f"push to {repo_id!r} failed ({_first_line(error)}); the files are in "
+                          f"{str(directory)!r}") from error
+    return str(getattr(commit, "pr_url", None) or getattr(commit, "commit_url", commit))
+
+
+def _yaml_problem(error: yaml.YAMLError, offset: int) -> str:
+    """A YAML error in a few words: the problem and its line (``offset`` lines before the YAML)."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or " ".join(str(error).split())[:160]
+    return problem if mark is None else f"{problem}, line {mark.line + 1 + offset}"
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]

@@ -1,0 +1,227 @@
+"""``advsuite export``: results.json as model card metadata and ``.eval_results`` files.
+
+One real evaluation (the built-in digits model, two attacks, 16 examples) per module; every
+test exports it and reads the files back with huggingface_hub's own readers, asserting the
+numbers equal results.json's. The Hub is unreachable here: ``--push`` is tested up to the upload
+call, with ``HfApi.upload_folder`` (and the download of the repo's current card) monkeypatched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from huggingface_hub import HfApi, ModelCard
+from huggingface_hub.errors import EntryNotFoundError
+from huggingface_hub.repocard import metadata_load
+from huggingface_hub.repocard_data import model_index_to_eval_results
+
+import suite
+from suite.cli.main import main
+from suite.errors import ConfigError
+from suite.report import hub
+from suite.report.leaderboard import read_results
+
+HUB_ID, HUB_REVISION = "ylecun/mnist", "77f3279092a1c1579b2250db8eafed0ad422088c"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A run directory of a real evaluation: builtin:digits-cnn under fgm_linf and pgd_linf at ε = 0.03."""
+    out = tmp_path_factory.mktemp("export") / "run"
+    suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=["fgm_linf", "pgd_linf"], eps=0.03, n=16, output=out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def hub_run_dir(run_dir, tmp_path_factory) -> Path:
+    """The same results as if the digits had come from a Hub dataset at a pinned revision
+    (``.eval_results`` entries are written for Hub datasets only)."""
+    data = json.loads((run_dir / "results.json").read_text())
+    data["dataset"]["spec"] = data["config"]["dataset"]["spec"] = f"hf:{HUB_ID}"
+    data["config"]["dataset"].update(revision=HUB_REVISION, config="mnist")
+    out = tmp_path_factory.mktemp("export-hub") / "run"
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps(data))
+    return out
+
+
+def by_config(eval_results) -> dict[tuple[str, str], object]:
+    return {(result.metric_type, result.metric_config): result for result in eval_results}
+
+
+def test_card_model_index_holds_the_results(run_dir, tmp_path, capsys):
+    results = read_results(run_dir / "results.json")
+    with pytest.raises(SystemExit) as done:
+        main(["export", str(run_dir), "--to", str(tmp_path / "card")])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "builtin:digits is not a Hub dataset" in out and "README.md" in out
+    assert not (tmp_path / "card" / ".eval_results").exists()
+
+    card = ModelCard.load(tmp_path / "card" / "README.md")
+    name, parsed = model_index_to_eval_results(metadata_load(tmp_path / "card" / "README.md")["model-index"])
+    assert name == card.data.model_name == "builtin:digits-cnn"
+    assert [vars(r) for r in parsed] == [vars(r) for r in card.data.eval_results]
+    found = by_config(parsed)
+    assert len(found) == len(parsed) == 1 + len(results.attacks) + len(results.threat_models) == 4
+    for result in parsed:
+        assert result.task_type == "image-classification"
+        assert (result.dataset_type, result.dataset_split) == ("builtin:digits", "test")
+        assert result.dataset_revision == results.dataset.fingerprint  # no revision recorded: the fingerprint
+        assert result.metric_args["advsuite"] == results.suite_version and result.metric_args["n"] == 16
+    clean = found["accuracy", "clean"]
+    assert clean.metric_value == results.clean_accuracy and clean.metric_args["ci95"] == results.clean_accuracy_ci
+    for key, entry in results.attacks.items():
+        metric = found["robust_accuracy", f"{key}, linf eps=0.03"]
+        assert metric.metric_value == entry.robust_accuracy
+        assert metric.metric_name == f"robust accuracy ({key}, linf eps=0.03)"
+        args = metric.metric_args
+        assert (args["norm"], args["eps"], args["attack"], args["access"]) == ("linf", 0.03, key, "white-box")
+    worst = found["worst_case_robust_accuracy", "worst case, linf eps=0.03"]
+    assert worst.metric_value == results.threat_models["linf eps=0.03"].worst_case_robust_accuracy
+    assert worst.metric_value == results.worst_case_robust_accuracy
+    assert worst.metric_args["attacks"] == ["fgm_linf", "pgd_linf"]
+    assert "# builtin:digits-cnn" in card.text
+
+
+def test_eval_results_files_parse_back(hub_run_dir, tmp_path):
+    results = read_results(hub_run_dir / "results.json")
+    done = hub.export(hub_run_dir, tmp_path / "card")
+    path = ".eval_results/advsuite-ylecun-mnist-mnist-test.yaml"
+    assert done.files == ["README.md", path] and done.skipped == []
+    entries = yaml.safe_load((tmp_path / "card" / path).read_text())
+    # The documented fields (hub-docs eval_results.yaml): dataset.id, dataset.task_id, value required.
+    assert all(set(entry) <= {"dataset", "value", "verifyToken", "date", "source", "notes"} for entry in entries)
+    assert all(set(entry["dataset"]) <= {"id", "task_id", "revision"} for entry in entries)
+    values = {entry["dataset"]["task_id"]: entry["value"] for entry in entries}
+    worst = results.threat_models["linf eps=0.03"].worst_case_robust_accuracy
+    assert values == {
+        "mnist/test/accuracy": results.clean_accuracy,
+        "mnist/test/robust_accuracy/linf-eps0.03/fgm_linf": results.attacks["fgm_linf"].robust_accuracy,
+        "mnist/test/robust_accuracy/linf-eps0.03/pgd_linf": results.attacks["pgd_linf"].robust_accuracy,
+        "mnist/test/worst_case_robust_accuracy/linf-eps0.03": worst,
+    }
+    for entry in entries:
+        assert entry["dataset"]["id"] == HUB_ID and entry["dataset"]["revision"] == HUB_REVISION
+        assert entry["date"] == results.created and isinstance(entry["date"], str)
+        assert "n=16 of 359" in entry["notes"] and results.config_hash in entry["notes"]
+    assert "linf eps=0.03" in entries[1]["notes"] and "white-box" in entries[1]["notes"]
+    parse = getattr(__import__("huggingface_hub"), "parse_eval_result_entries", None)
+    if parse is not None:  # huggingface_hub >= 1.4 has the format's parser
+        assert [entry.value for entry in parse(entries)] == list(values.values())
+    card = ModelCard.load(tmp_path / "card" / "README.md")
+    assert {(r.dataset_type, r.dataset_config, r.dataset_revision) for r in card.data.eval_results} == {
+        (HUB_ID, "mnist", HUB_REVISION)}
+
+
+def test_merge_keeps_metadata_body_and_other_results(run_dir, tmp_path):
+    card_dir = tmp_path / "card"
+    card_dir.mkdir()
+    body = "\n# My digits model\n\nTrained by hand. Keep this text.\n"
+    stale = {"type": "robust_accuracy", "value": 0.5, "name": "old", "config": "pgd_linf, linf eps=0.03",
+             "args": {"advsuite": "0.0.1", "model": "builtin:digits-cnn"}}
+    foreign = {"type": "robust_accuracy", "value": 0.7, "config": "pgd_linf, linf eps=0.03"}  # not advsuite's
+    metadata = {"license": "mit", "tags": ["digits"], "custom_key": {"kept": True}, "model-index": [{
+        "name": "my-digits", "results": [
+            {"task": {"type": "image-classification"}, "dataset": {"type": "builtin:digits", "name": "digits",
+                                                                  "split": "test"}, "metrics": [stale, foreign]},
+            {"task": {"type": "image-classification"}, "dataset": {"type": "mnist", "name": "MNIST"},
+             "metrics": [{"type": "accuracy", "value": 0.99}]}]}]}
+    (card_dir / "README.md").write_text(f"---\n{yaml.safe_dump(metadata, sort_keys=False)}---\n{body}")
+    hub.export(run_dir, card_dir)
+    first = (card_dir / "README.md").read_text()
+    hub.export(run_dir, card_dir)
+    assert (card_dir / "README.md").read_text() == first  # exporting again changes nothing
+
+    card = ModelCard.load(card_dir / "README.md")
+    assert card.text == body
+    assert (card.data.license, card.data.tags, card.data.custom_key) == ("mit", ["digits"], {"kept": True})
+    assert card.data.model_name == "my-digits"
+    results = read_results(run_dir / "results.json")
+    pgd = [r for r in card.data.eval_results if r.metric_config == "pgd_linf, linf eps=0.03"]
+    assert sorted(r.metric_value for r in pgd) == sorted([0.7, results.attacks["pgd_linf"].robust_accuracy])
+    assert [r.metric_value for r in card.data.eval_results if r.dataset_type == "mnist"] == [0.99]
+    assert len(card.data.eval_results) == 2 + 4  # the foreign two, and advsuite's four (the stale one replaced)
+
+
+def test_eval_results_merge_keeps_other_entries(hub_run_dir, tmp_path):
+    path = tmp_path / "card" / ".eval_results" / "advsuite-ylecun-mnist-mnist-test.yaml"
+    path.parent.mkdir(parents=True)
+    other = {"dataset": {"id": "ylecun/mnist", "task_id": "by-hand"}, "value": 0.9}
+    ours = {"dataset": {"id": HUB_ID, "task_id": "mnist/test/accuracy"}, "value": 0.1}  # a stale export
+    path.write_text(yaml.safe_dump([other, ours]))
+    hub.export(hub_run_dir, tmp_path / "card")
+    entries = yaml.safe_load(path.read_text())
+    assert entries[0] == other and len(entries) == 1 + 4
+    assert entries[1]["value"] == read_results(hub_run_dir / "results.json").clean_accuracy
+
+
+def test_push_uploads_the_written_files_and_merges_the_repo_card(hub_run_dir, tmp_path, monkeypatch, capsys):
+    # No Hub here: the two HfApi calls are replaced and their arguments checked.
+    hub_card = tmp_path / "hub-README.md"
+    hub_card.write_text("---\nlicense: apache-2.0\n---\n# On the Hub already\n")
+    downloads, uploads = [], []
+
+    def download(self, repo_id, filename, **kwargs):
+        downloads.append((repo_id, filename))
+        if filename == "README.md":
+            return str(hub_card)
+        raise EntryNotFoundError(f"404: {filename}")
+
+    def upload(self, **kwargs):
+        uploads.append(kwargs)
+        return "https://huggingface.co/me/digits/commit/0123"
+
+    monkeypatch.setattr(HfApi, "hf_hub_download", download)
+    monkeypatch.setattr(HfApi, "upload_folder", upload)
+    to = tmp_path / "card"
+    with pytest.raises(SystemExit) as done:
+        main(["export", str(hub_run_dir), "--to", str(to), "--push", "me/digits", "--pr"])
+    assert done.value.code == 0
+    files = ["README.md", ".eval_results/advsuite-ylecun-mnist-mnist-test.yaml"]
+    assert downloads == [("me/digits", name) for name in files]
+    assert len(uploads) == 1
+    assert uploads[0]["repo_id"] == "me/digits" and uploads[0]["repo_type"] == "model"
+    assert Path(uploads[0]["folder_path"]) == to and uploads[0]["allow_patterns"] == files
+    assert uploads[0]["create_pr"] is True
+    card = ModelCard.load(to / "README.md")
+    assert (card.data.license, card.text, len(card.data.eval_results)) == ("apache-2.0", "# On the Hub already\n", 4)
+    assert "pushed to me/digits: https://huggingface.co/me/digits/commit/0123" in capsys.readouterr().out
+
+
+def test_recipe_dir_of_one_model_exports_every_task(run_dir, hub_run_dir, tmp_path):
+    recipe = tmp_path / "recipe"
+    for task, source in (("digits", run_dir), ("mnist", hub_run_dir)):
+        (recipe / task).mkdir(parents=True)
+        shutil.copy(source / "results.json", recipe / task / "results.json")
+    done = hub.export(recipe, tmp_path / "card")
+    assert len(done.files) == 2 and len(done.skipped) == 1
+    card = ModelCard.load(tmp_path / "card" / "README.md")
+    assert {r.dataset_type for r in card.data.eval_results} == {"builtin:digits", HUB_ID}
+    data = json.loads((recipe / "mnist" / "results.json").read_text())
+    data["model"]["name"] = "builtin:digits-cnn-at"
+    (recipe / "mnist" / "results.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="holds results of 2 models"):
+        hub.export(recipe, tmp_path / "other")
+    assert not (tmp_path / "other").exists()
+
+
+def test_warnings_and_illusion_flag_are_exported(hub_run_dir, tmp_path):
+    data = json.loads((hub_run_dir / "results.json").read_text())
+    data["warnings"] = ["black-box square beat white-box pgd_linf"]
+    data["illusion"] = {"flagged": True, "threshold": 0.05, "max_drop": 0.25, "findings": [],
+                        "mechanism": "design temperature", "mechanism_detail": "served at T=0.01"}
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.json").write_text(json.dumps(data))
+    done = hub.export(tmp_path / "run", tmp_path / "card")
+    card = ModelCard.load(tmp_path / "card" / "README.md")
+    for result in card.data.eval_results:
+        assert result.metric_args["warnings"] == data["warnings"]
+        assert result.metric_args["illusion_of_robustness"] == {"max_drop": 0.25, "mechanism": "design temperature"}
+    for entry in yaml.safe_load((tmp_path / "card" / done.files[1]).read_text()):
+        assert "ILLUSION OF ROBUSTNESS flagged: an aware adversary lowers it by up to 25.0 pp" in entry["notes"]
+        assert "1 warning(s)" in entry["notes"]
