@@ -119,6 +119,14 @@ CASES: list[Case] = [
     Case("wordnet-missing-for-a-builtin", ("evaluate", "--model", "builtin:sentiment-ascc-s0", "--output", "{tmp}/out"),
          "built-in model 'builtin:sentiment-ascc-s0' is trained on first use and needs NLTK data 'wordnet'",
          patch=without_wordnet),
+    # A named attack's missing resource is refused before the model is loaded (or trained): the
+    # model here cannot be loaded, and the line is about the attack.
+    Case("wordnet-missing-for-an-attack", ("evaluate", "--model", "hf:{tmp}/m", "--dataset", "builtin:sentiment", "--attacks", "pwws"),
+         "needs NLTK data 'wordnet'", _file("m/config.json", "{not json"), patch=without_wordnet),
+    Case("torchattacks-missing", ("evaluate", "--model", "timm:{tmp}/m", "--dataset", "builtin:digits", "--attacks", "square"),
+         "attack 'square' needs torchattacks, which is not installed: pip install 'advsuite[baselines]'",
+         _file("m/config.json", "{not json"),
+         patch=lambda monkeypatch: monkeypatch.setitem(__import__("sys").modules, "torchattacks", None)),
     # Columns that cannot be what they are named for.
     Case("text-column-is-the-label", ("evaluate", "--model", "builtin:sentiment-tiny", "--text-column", "label"),
          "text_column is 'label', the column labels are read from"),

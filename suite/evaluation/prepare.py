@@ -112,8 +112,12 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         model: A classifier already in memory (the Python API); else ``task.model`` is loaded.
         eval_set: Examples already in memory; else ``task.dataset`` is loaded for the model.
     """
-    # Attacks first: a bad name or hyperparameter fails before any model is loaded.
+    # Attacks first: a bad name or hyperparameter, or a missing resource (torchattacks, WordNet)
+    # of an attack that is not optional, fails before any model is loaded (or trained).
     attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
+    for config in task.attacks:
+        if not config.optional:
+            attacks[config.key].check_resources()
     model = model if model is not None else load_model(task.model)
     if model.info.threat_model is None:  # a card's (hf:/timm:) threat model: results and the radius read it
         declared = declared_threat_model(task.model.spec, task.model.revision)
