@@ -27,11 +27,13 @@ from bad_input_export import CASES as EXPORT_CASES
 from bad_input_leaderboard import CASES as LEADERBOARD_CASES
 from bad_input_models import CASES as MODEL_CASES
 from bad_input_output import CASES as OUTPUT_CASES
+from bad_input_plugins import CASES as PLUGIN_CASES
 from bad_input_train import CASES as TRAIN_CASES
 from bad_input_wdro import CASES as WDRO_CASES
 from suite.cli.main import main
 
-CASES: list[Case] = [*CLI_CASES, *DATA_CASES, *MODEL_CASES, *ENSEMBLE_CASES, *LEADERBOARD_CASES, *OUTPUT_CASES, *TRAIN_CASES, *WDRO_CASES, *EXPORT_CASES]
+CASES: list[Case] = [*CLI_CASES, *DATA_CASES, *MODEL_CASES, *ENSEMBLE_CASES, *LEADERBOARD_CASES, *OUTPUT_CASES, *TRAIN_CASES, *WDRO_CASES, *EXPORT_CASES,
+                    *PLUGIN_CASES]
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
