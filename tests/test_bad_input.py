@@ -21,6 +21,7 @@ import pytest
 
 from bad_input_cases import Case
 from bad_input_cli import CASES as CLI_CASES
+from bad_input_compare import CASES as COMPARE_CASES
 from bad_input_data import CASES as DATA_CASES
 from bad_input_ensembles import CASES as ENSEMBLE_CASES
 from bad_input_export import CASES as EXPORT_CASES
@@ -33,7 +34,7 @@ from bad_input_wdro import CASES as WDRO_CASES
 from suite.cli.main import main
 
 CASES: list[Case] = [*CLI_CASES, *DATA_CASES, *MODEL_CASES, *ENSEMBLE_CASES, *LEADERBOARD_CASES, *OUTPUT_CASES, *TRAIN_CASES, *WDRO_CASES, *EXPORT_CASES,
-                    *PLUGIN_CASES]
+                    *PLUGIN_CASES, *COMPARE_CASES]
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:

@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from suite import __version__
-from suite.cli import certify, demo, evaluate, export, leaderboard, ls, prefetch, run, train, validate
+from suite.cli import certify, compare, demo, evaluate, export, leaderboard, ls, prefetch, run, train, validate
 from suite.errors import SuiteError
 from suite.launch import launch
 from suite.lazy import DEFERRED, defer_import
 
-COMMANDS = (evaluate, run, train, certify, validate, demo, leaderboard, export, ls, prefetch)
+COMMANDS = (evaluate, run, train, certify, validate, demo, leaderboard, export, compare, ls, prefetch)
 
 
 class OneLineParser(argparse.ArgumentParser):

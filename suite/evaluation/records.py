@@ -42,8 +42,9 @@ RESULTS_FILE = "results.json"
 SHARD_PATTERN = "records.rank*.jsonl"
 #: Everything a run writes into its directory: ``--overwrite`` clears exactly these (never a
 #: file the suite did not write), and a directory holding only these belongs to the suite.
-SUITE_FILES = (RUN_FILE, RECORDS_FILE, RESULTS_FILE, "samples.md", "reliability.png", "opt_search.png",
-               "robustness_curve.png", "certificate.json", "certificate.png")
+SUITE_FILES = (RUN_FILE, RECORDS_FILE, RESULTS_FILE, "samples.md", "summary.png", "reliability.png",
+               "opt_search.png", "robustness_curve.png", "certificate.json", "certificate.png")
+#: ``samples/`` holds the sample images and the per-attack grids (``samples/grid-<attack>.png``).
 SUITE_DIRS = ("samples",)
 SUITE_PATTERNS = (SHARD_PATTERN, ".*.tmp")
 RECORD_KINDS = ("clean", "attack", "adversary")

@@ -15,15 +15,17 @@ the others return ``None``. A rerun skips every example already recorded.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any
 
 from suite.evaluation.adversary import adversary_temperatures, same_search, search_model, temperature_of, view_for
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.records import RESULTS_FILE
-from suite.evaluation.scoring import CleanScores, attack_record, clean_record, clean_scores
+from suite.evaluation.scoring import CleanScores, attack_record, clean_record, clean_scores, stack
 from suite.evaluation.summary import summarise
 from suite.models import Classifier
 from suite.models.ensemble import is_ensemble
@@ -89,8 +91,10 @@ def _execute(prepared: PreparedTask) -> Results | None:
     if store.directory is None:
         return results
     from suite.report.calibration_plots import write_plots
+    from suite.report.summary_plot import write_summary_plot
 
-    plots = write_plots(results.model_dump(mode="json"), store.directory)
+    dumped = results.model_dump(mode="json")
+    plots = [write_summary_plot(dumped, store.directory), *write_plots(dumped, store.directory)]
     if certificate is not None:
         from suite.report.certificates import write_certificate
 
@@ -98,7 +102,7 @@ def _execute(prepared: PreparedTask) -> Results | None:
     results = results.model_copy(update={"plots": plots})
     store.merge(_record_order(prepared, adversary))
     if prepared.options.log_samples:
-        _write_samples(prepared)
+        _write_samples(prepared, clean)
     return write_results(store.directory / RESULTS_FILE, results)
 
 
@@ -135,16 +139,35 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
             batch = pending[start : start + prepared.batch_size]
             outputs = run.attack.run(view, batch, prepared.attack_seed)
             if prepared.options.log_samples and store.directory is not None:
-                from suite.report.samples import save_adversarial
-
-                for ex, out in zip(batch, outputs):
-                    save_adversarial(store.directory, run.key, ex.id, out.adversarial)
+                _save_adversarial(prepared, run, batch, outputs)
             store.append(
                 attack_record(run.key, model, ex, out, store.get("clean", ex.id)["correct"], temperature)
                 for ex, out in zip(batch, outputs)
             )
             progress.update(len(batch))
     store.share()
+
+
+def _save_adversarial(prepared: PreparedTask, run: AttackRun, batch: list, outputs: list) -> None:
+    """``--log-samples``: save each adversarial image with the served prediction and confidence on
+    it. Records keep no image's confidence (see :func:`attack_record`); this one forward pass over
+    the batch gives one for the picture (``samples.md`` shows it only where its prediction is the
+    recorded one)."""
+    import torch
+
+    from suite.report.samples import save_adversarial
+
+    images = [(ex, out) for ex, out in zip(batch, outputs) if out.adversarial is not None
+              and not isinstance(out.adversarial, str)]
+    served = {}
+    if images:
+        labels = torch.tensor([ex.label for ex, _ in images])
+        logits, _ = prepared.model.scores(stack(prepared.model, [out.adversarial for _, out in images]), labels)
+        probabilities = torch.softmax(logits.detach().double().cpu(), dim=1)
+        served = {ex.id: {"prediction": int(row.argmax()), "confidence": float(row.max())}
+                  for (ex, _), row in zip(images, probabilities)}
+    for ex, out in zip(batch, outputs):
+        save_adversarial(prepared.store.directory, run.key, ex.id, out.adversarial, served.get(ex.id))
 
 
 def _copy_pass(prepared: PreparedTask, run: AttackRun, twin: AttackRun, temperature: float | None) -> None:
@@ -157,12 +180,24 @@ def _copy_pass(prepared: PreparedTask, run: AttackRun, twin: AttackRun, temperat
         logger.info("%s: %s searches the same view as %s: its %d record(s) reused", prepared.name, run.key,
                     twin.key, len(pending))
     for ex in pending:
+        if prepared.options.log_samples and store.directory is not None:
+            _copy_image(store.directory, twin.key, run.key, ex.id)
         record = {**store.get("attack", ex.id, twin.key), "attack": run.key, "same_search_as": twin.key}
         record.pop("temperature", None)
         if temperature is not None and temperature != 1.0:
             record["temperature"] = temperature  # this run's own value, as attack_record writes it
         store.append([record])
     store.share()
+
+
+def _copy_image(directory: Path, twin: str, key: str, example_id: str) -> None:
+    """``--log-samples``: the adversarial image ``twin`` saved, under ``key`` too (images only)."""
+    from suite.report.samples import image_path
+
+    source, target = image_path(directory, twin, example_id), image_path(directory, key, example_id)
+    if source.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
 
 
 def _record_order(prepared: PreparedTask, adversary: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -175,13 +210,17 @@ def _record_order(prepared: PreparedTask, adversary: dict[str, Any]) -> list[tup
     ]
 
 
-def _write_samples(prepared: PreparedTask) -> None:
+def _write_samples(prepared: PreparedTask, scores: CleanScores) -> None:
+    """``samples.md`` and its images, from the records (the clean confidence from this run's logits)."""
+    import torch
+
     from suite.report.samples import write_samples
 
-    store, info = prepared.store, prepared.model.info
+    store, info, examples = prepared.store, prepared.model.info, prepared.eval_set.examples
     title = f"{prepared.name}: {info.name} on {prepared.eval_set.spec}:{prepared.eval_set.split}"
-    clean = {ex.id: store.get("clean", ex.id) for ex in prepared.eval_set.examples}
+    confidence = torch.softmax(scores.logits.double(), dim=1).max(dim=1).values.tolist()
+    clean = {ex.id: {**store.get("clean", ex.id), "confidence": value} for ex, value in zip(examples, confidence)}
     attacked = prepared.attacked()
     by_attack = {run.key: {ex.id: store.get("attack", ex.id, run.key) for ex in attacked} for run in prepared.runs}
-    write_samples(store.directory, title, prepared.model.labels, prepared.eval_set.examples, clean, by_attack)
+    write_samples(store.directory, title, prepared.model.labels, examples, clean, by_attack)
 

@@ -3,7 +3,8 @@
 Point-wise attacks give one entry each (per adversary temperature) and enter the per-example
 worst case, overall and within their threat (:attr:`Threat.label`). Distributional attacks
 compute their own metric over all examples (:meth:`Attack.aggregate`, after the gather) and are
-reported in ``distributional`` only.
+reported in ``distributional`` only. The clean, point-wise and worst-case accuracies are also
+broken down by class (:mod:`suite.evaluation.per_class`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from suite.evaluation.metrics import (
     worst_case_robust_accuracy,
 )
 from suite.intervals import accuracy_interval
+from suite.evaluation.per_class import class_names, per_class
 from suite.evaluation.prepare import PreparedTask
 from suite.evaluation.scoring import CleanScores
 from suite.report.results import (
@@ -99,6 +101,9 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         worst_case_robust_accuracy=worst_case_robust_accuracy(clean_records, pointwise_records) if one_threat else None,
         worst_case_robust_accuracy_ci=worst_case_interval(clean_records, pointwise_records) if one_threat else None,
         threat_models=threat_models,
+        per_class=per_class(clean_records, labels, {run.key: by_run[run.key] for run in pointwise},
+                            {label: group.attacks for label, group in threat_models.items()},
+                            class_names(prepared.model.labels, eval_set.label_names)),
         radius=None if prepared.radius is None else RadiusEntry(source=prepared.radius.source,
                                                                 threats=list(prepared.radius.threats),
                                                                 detail=prepared.radius.detail),

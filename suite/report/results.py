@@ -3,17 +3,18 @@
 ``results.json`` holds one model on one dataset: clean accuracy, per-attack metrics with their
 typed threat, access and budgets (one entry per point-wise attack and adversary temperature),
 the worst case over point-wise attacks per example (and what each attack alone removed),
-distributional attacks in their own section, certificates (empty until the certify command
-fills them), clean calibration, the adversary temperatures and the illusion-of-robustness flag,
-the sanity-check warnings, the resolved configuration and full provenance. Accuracies are
-means of per-example correctness in [0, 1], stored as numbers.
+the same accuracies per class, distributional attacks in their own section, certificates
+(empty until the certify command fills them), clean calibration, the adversary temperatures and
+the illusion-of-robustness flag, the sanity-check warnings, the resolved configuration and full
+provenance. Accuracies are means of per-example correctness in [0, 1], stored as numbers.
 
 Version 2 (this schema) differs from version 1 in: records hold ``correct`` and ``robust`` in
 [0, 1] instead of booleans; every attack entry carries ``threat`` (norm and ε, text level,
 Wasserstein order and budget), ``access`` and ``metric`` instead of a ``threat_model`` string;
 ``broken_only_by`` holds the worst-case accuracy mass (in examples) each attack alone removed;
 ``distributional`` and ``certificates`` are new. :func:`upgrade` reads a version 1 file into
-version 2 (the leaderboard still accepts them).
+version 2 (the leaderboard still accepts them). ``per_class`` (the accuracies restricted to each
+class) was added within version 2: files written before it read as ``{}``.
 """
 
 from __future__ import annotations
@@ -133,6 +134,36 @@ class ThreatModelEntry(_Strict):
     worst_case_robust_accuracy_ci: Interval | None = None
 
 
+class ClassAttackEntry(_Strict):
+    """One point-wise attack's robust accuracy on the examples of one class."""
+
+    robust_accuracy: float = Fraction
+    robust_accuracy_ci: Interval
+
+
+class ClassThreatEntry(_Strict):
+    """The worst case within one threat on the examples of one class."""
+
+    worst_case_robust_accuracy: float = Fraction
+    worst_case_robust_accuracy_ci: Interval
+
+
+class PerClassEntry(_Strict):
+    """The run's accuracies restricted to the examples of one class: the same numbers, with the
+    same names and semantics, as the top level (``attacks`` point-wise only)."""
+
+    #: The class index (into the model's labels).
+    index: int = Field(ge=0)
+    #: Examples of this class in the run (classes with none are left out).
+    n: int = Field(ge=1)
+    clean_accuracy: float = Fraction
+    clean_accuracy_ci: Interval
+    #: Keyed as the top-level ``attacks``.
+    attacks: dict[str, ClassAttackEntry]
+    #: Keyed as the top-level ``threat_models``.
+    threat_models: dict[str, ClassThreatEntry]
+
+
 class RadiusEntry(_Strict):
     """Where the radius of the attacks that set none came from (:mod:`suite.evaluation.radius`)."""
 
@@ -189,6 +220,8 @@ class Results(_Strict):
     #: ``character-level``...) with the worst case within each group: what a leaderboard entry
     #: reports.
     threat_models: dict[str, ThreatModelEntry] = Field(default_factory=dict)
+    #: The accuracies above per class, keyed by class name (``{}`` in files written before).
+    per_class: dict[str, PerClassEntry] = Field(default_factory=dict)
     #: Where the radius of the attacks that set none came from (``None``: each set its own).
     radius: RadiusEntry | None = None
     #: Distributional attacks (WDA++...): their own metric, never in the worst case above.

@@ -1,0 +1,49 @@
+"""``advsuite compare``: runs on the same examples side by side, with their differences."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+EPILOG = """examples:
+  advsuite compare runs/pgd-at runs/beta-at                     # clean, each attack, worst case; B - A
+  advsuite compare runs/pgd-at runs/beta-at runs/trades          # B - A and C - A
+  advsuite compare runs/pgd-at/results.json runs/beta-at --per-class
+  advsuite compare runs/pgd-at runs/beta-at --json > diff.json
+Runs must have been evaluated on the same examples (dataset fingerprint, n and subsample seed);
+give task directories of a recipe's output (runs/demo/<task>), not the recipe's directory.
+A difference marked (within CIs) is smaller than the 95% intervals of the two accuracies.
+"""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser("compare", help="compare runs on the same examples side by side",
+                                   epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN",
+                        help="run directories (or their results.json); the first is the reference the "
+                             "others are subtracted from")
+    parser.add_argument("--per-class", action="store_true",
+                        help="the same rows for every class (from results.json's per_class)")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON instead of a table")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    import json
+
+    from suite.report import compare
+
+    names = [str(path) for path in args.runs]
+    compare.check_count(names)
+    runs = [compare.read_run(path) for path in args.runs]
+    compare.check_same_examples(names, runs)
+    if args.per_class:
+        compare.check_per_class(names, runs)
+        found = compare.class_rows(runs)
+    else:
+        found = compare.overall_rows(runs)
+    if args.json:
+        print(json.dumps(compare.as_json(names, runs, found), indent=2))
+    else:
+        print(compare.table(names, runs, found))
+    return 0

@@ -1,0 +1,213 @@
+"""Per-class results and ``advsuite compare``.
+
+Three real evaluations on the same 16 digits (module fixtures, a few seconds): the plain and the
+adversarially trained built-in CNN under FGM and 5-step PGD at ε = 0.15, and the trained one at
+ε = 0.15 and 0.3 (keys ``fgm_linf-eps0.15``...). Per-class numbers are checked against the
+records; the comparison's numbers against results.json.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import suite
+from suite.cli.main import main
+from suite.evaluation.per_class import class_names, per_class
+from suite.intervals import accuracy_interval
+from suite.report.leaderboard import read_results
+from suite.report.results import upgrade
+from suite.report.table import percent
+
+ATTACKS = ["fgm_linf", {"name": "pgd_linf", "steps": 5}]
+V1_RESULTS = Path(__file__).resolve().parent / "data" / "results_v1_vision.json"
+
+
+def _evaluate(model: str, eps, out: Path) -> Path:
+    suite.evaluate(model, "builtin:digits", attacks=ATTACKS, eps=eps, n=16, output=out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("compare")
+    return {"plain": _evaluate("builtin:digits-cnn", 0.15, root / "plain"),
+            "at": _evaluate("builtin:digits-cnn-at", 0.15, root / "at"),
+            "at-two-eps": _evaluate("builtin:digits-cnn-at", [0.15, 0.3], root / "at-two-eps")}
+
+
+def records(run: Path) -> tuple[list[dict], dict[str, dict[str, dict]]]:
+    """Clean records in order, and attack records by attack key and example id."""
+    lines = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    attacked: dict[str, dict[str, dict]] = {}
+    for line in lines:
+        if line["kind"] == "attack":
+            attacked.setdefault(line["attack"], {})[line["id"]] = line
+    return [line for line in lines if line["kind"] == "clean"], attacked
+
+
+def compare(capsys, *argv) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(["compare", *map(str, argv)])
+    captured = capsys.readouterr()
+    return done.value.code, captured.out, captured.err
+
+
+def cells(line: str) -> list[str]:
+    """The cells of a table line (columns are two spaces apart or more)."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+def line_of(out: str, name: str, threat: str = "", group: str = "") -> str:
+    """The table line of row ``name`` under ``threat`` (and class ``group``)."""
+    found = [line for line in out.splitlines() if line.startswith(group) and
+             re.search(rf"(^|\s){re.escape(name)}\s{{2,}}{re.escape(threat)}", line[len(group):])]
+    assert len(found) == 1, (name, threat, group, out)
+    return found[0]
+
+
+@pytest.mark.parametrize("name", ["plain", "at", "at-two-eps"])
+def test_per_class_matches_the_records(runs, name):
+    results = read_results(runs[name] / "results.json")
+    clean, attacked = records(runs[name])
+    assert sum(entry.n for entry in results.per_class.values()) == results.dataset.n == len(clean) == 16
+    assert list(results.per_class) == [str(entry.index) for entry in results.per_class.values()]  # digits: "0".."9"
+    assert {entry.index for entry in results.per_class.values()} == {record["label"] for record in clean}
+    weighted = sum(entry.n * entry.clean_accuracy for entry in results.per_class.values()) / results.dataset.n
+    assert weighted == pytest.approx(results.clean_accuracy, abs=1e-12)
+    for entry in results.per_class.values():
+        mine = [record for record in clean if record["label"] == entry.index]
+        correct = [record["correct"] for record in mine]
+        assert entry.n == len(mine) >= 1
+        assert entry.clean_accuracy == sum(correct) / len(mine)
+        assert entry.clean_accuracy_ci == list(accuracy_interval(correct))
+        assert set(entry.attacks) == set(results.attacks)
+        for key, item in entry.attacks.items():
+            robust = [attacked[key][r["id"]]["robust"] if r["correct"] > 0 else 0.0 for r in mine]
+            assert item.robust_accuracy == sum(robust) / len(mine)
+            assert item.robust_accuracy_ci == list(accuracy_interval(robust))
+        assert set(entry.threat_models) == set(results.threat_models)
+        for label, item in entry.threat_models.items():
+            keys = results.threat_models[label].attacks
+            worst = [min([r["correct"], *(attacked[k][r["id"]]["robust"] for k in keys)]) if r["correct"] > 0 else 0.0
+                     for r in mine]
+            assert item.worst_case_robust_accuracy == sum(worst) / len(mine)
+
+
+def test_per_class_with_fractional_correctness_duplicate_names_and_absent_classes():
+    clean = [{"id": "a", "correct": 0.5}, {"id": "b", "correct": 1.0}, {"id": "c", "correct": 0.0},
+             {"id": "d", "correct": 1.0}]
+    attacked = {"x": {"a": {"robust": 0.25}, "b": {"robust": 1.0}, "d": {"robust": 0.0}},
+                "y": {"a": {"robust": 0.5}, "b": {"robust": 0.5}, "d": {"robust": 1.0}}}
+    found = per_class(clean, [0, 0, 2, 3], attacked, {"t": ["x", "y"]}, ["crane", "cat", "crane", "dog"])
+    assert list(found) == ["crane (0)", "crane (2)", "dog"]  # class 1 has no example: left out
+    first = found["crane (0)"]
+    assert (first.index, first.n, first.clean_accuracy) == (0, 2, 0.75)
+    assert first.attacks["x"].robust_accuracy == (0.25 + 1.0) / 2 and first.attacks["y"].robust_accuracy == 0.5
+    assert first.threat_models["t"].worst_case_robust_accuracy == (0.25 + 0.5) / 2
+    assert first.clean_accuracy_ci == list(accuracy_interval([0.5, 1.0]))  # the bootstrap: values are fractional
+    assert found["crane (2)"].clean_accuracy == 0.0 and found["crane (2)"].attacks["x"].robust_accuracy == 0.0
+    assert found["dog"].threat_models["t"].worst_case_robust_accuracy == 0.0
+
+
+def test_class_names_prefer_the_datasets_only_when_classes_were_matched_by_position():
+    assert class_names(["LABEL_0", "LABEL_1"], ["neg", "pos"]) == ["neg", "pos"]
+    assert class_names(["negative", "positive"], ["positive", "negative"]) == ["negative", "positive"]
+    assert class_names(["zero", "one"], ["0", "1"]) == ["zero", "one"]
+    assert class_names(["a", "b"], None) == ["a", "b"] and class_names(["a", "b"], ["x"]) == ["a", "b"]
+
+
+def test_results_without_per_class_still_validate(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(V1_RESULTS.read_text())
+    assert read_results(path).per_class == {}  # version 1, upgraded
+    path.write_text(json.dumps(upgrade(json.loads(V1_RESULTS.read_text()))))
+    assert read_results(path).per_class == {}  # version 2 written before per_class
+
+
+def test_compare_prints_both_runs_and_their_difference(runs, capsys):
+    code, out, err = compare(capsys, runs["plain"], runs["at"] / "results.json")
+    assert code == 0 and err == ""
+    assert out.isascii() and all(char.isprintable() for line in out.splitlines() for char in line)
+    a, b = (read_results(runs[name] / "results.json") for name in ("plain", "at"))
+    assert f"A: {runs['plain']}  (model builtin:digits-cnn" in out and f"B: {runs['at'] / 'results.json'}" in out
+    measured = [("clean", "", a.clean_accuracy, a.clean_accuracy_ci, b.clean_accuracy, b.clean_accuracy_ci)]
+    for key in ("fgm_linf", "pgd_linf"):
+        measured.append((key, "linf eps=0.15", a.attacks[key].robust_accuracy, a.attacks[key].robust_accuracy_ci,
+                         b.attacks[key].robust_accuracy, b.attacks[key].robust_accuracy_ci))
+    wa, wb = a.threat_models["linf eps=0.15"], b.threat_models["linf eps=0.15"]
+    measured.append(("worst case", "linf eps=0.15", wa.worst_case_robust_accuracy, wa.worst_case_robust_accuracy_ci,
+                     wb.worst_case_robust_accuracy, wb.worst_case_robust_accuracy_ci))
+    for name, threat, va, ca, vb, cb in measured:
+        line = line_of(out, name, threat)
+        difference = f"{100 * (vb - va):+.1f} pp".replace("-0.0", "+0.0")
+        overlap = ca[0] <= cb[1] and cb[0] <= ca[1]
+        assert cells(line)[-3:] == [percent(va, ca), percent(vb, cb), difference + (" (within CIs)" if overlap else "")]
+    assert a.clean_accuracy == 1.0 and b.clean_accuracy == 0.875  # the runs differ: the table shows real numbers
+    assert wb.worst_case_robust_accuracy > wa.worst_case_robust_accuracy
+
+
+def test_compare_json_holds_the_numbers_of_results_json(runs, capsys):
+    code, out, _ = compare(capsys, runs["plain"], runs["at"], "--json")
+    assert code == 0
+    data = json.loads(out)
+    a, b = (read_results(runs[name] / "results.json") for name in ("plain", "at"))
+    assert [run["fingerprint"] for run in data["runs"]] == [a.dataset.fingerprint] * 2
+    rows = {(row["row"], row["threat"]): row for row in data["rows"]}
+    assert list(rows) == [("clean", None), ("fgm_linf", "linf eps=0.15"), ("pgd_linf", "linf eps=0.15"),
+                          ("worst case", "linf eps=0.15")]
+    pgd = rows["pgd_linf", "linf eps=0.15"]
+    assert pgd["accuracy"] == [a.attacks["pgd_linf"].robust_accuracy, b.attacks["pgd_linf"].robust_accuracy]
+    assert pgd["interval"] == [a.attacks["pgd_linf"].robust_accuracy_ci, b.attacks["pgd_linf"].robust_accuracy_ci]
+    assert pgd["difference"] == [None, pgd["accuracy"][1] - pgd["accuracy"][0]] and pgd["n"] == [16, 16]
+
+
+def test_other_threat_models_are_shown_apart_never_subtracted(runs, capsys):
+    code, out, _ = compare(capsys, runs["plain"], runs["at-two-eps"], "--json")
+    assert code == 0
+    b = read_results(runs["at-two-eps"] / "results.json")
+    rows = {(row["row"], row["threat"]): row for row in json.loads(out)["rows"]}
+    # The same attack under another key (one radius vs several) is one row; ε = 0.3 has no partner.
+    fgm = rows["fgm_linf", "linf eps=0.15"]
+    assert fgm["accuracy"][1] == b.attacks["fgm_linf-eps0.15"].robust_accuracy and fgm["difference"][1] is not None
+    for key in ("fgm_linf-eps0.3", "pgd_linf-eps0.3", "worst case"):
+        row = rows[key, "linf eps=0.3"]
+        assert row["accuracy"][0] is None and row["difference"] == [None, None]
+    code, out, _ = compare(capsys, runs["plain"], runs["at-two-eps"])
+    assert cells(line_of(out, "pgd_linf-eps0.3", "linf eps=0.3"))[-3:] == [
+        "-", percent(b.attacks["pgd_linf-eps0.3"].robust_accuracy, b.attacks["pgd_linf-eps0.3"].robust_accuracy_ci), "-"]
+
+
+def test_runs_on_other_examples_are_refused(runs, tmp_path, capsys):
+    other = tmp_path / "other"
+    shutil.copytree(runs["at"], other)
+    data = json.loads((other / "results.json").read_text())
+    data["dataset"]["fingerprint"] = "sklearn-digits-32px-train"
+    (other / "results.json").write_text(json.dumps(data))
+    code, out, err = compare(capsys, runs["plain"], other)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "dataset fingerprints 'sklearn-digits-32px-test' and 'sklearn-digits-32px-train'" in err
+
+
+def test_per_class_lists_every_class(runs, capsys):
+    code, out, _ = compare(capsys, runs["plain"], runs["at"], "--per-class")
+    assert code == 0
+    a, b = (read_results(runs[name] / "results.json") for name in ("plain", "at"))
+    assert list(a.per_class) == list(b.per_class)
+    for name, entry in a.per_class.items():
+        group = f"{name} (n={entry.n})"
+        other = b.per_class[name]
+        line = cells(line_of(out, "clean", "", group))
+        assert line[-3:-1] == [percent(entry.clean_accuracy, entry.clean_accuracy_ci),
+                               percent(other.clean_accuracy, other.clean_accuracy_ci)]
+        pgd, other_pgd = entry.attacks["pgd_linf"], other.attacks["pgd_linf"]
+        line = cells(line_of(out, "pgd_linf", "linf eps=0.15", group))
+        assert line[-3:-1] == [percent(pgd.robust_accuracy, pgd.robust_accuracy_ci),
+                               percent(other_pgd.robust_accuracy, other_pgd.robust_accuracy_ci)]
+        difference = f"{100 * (other_pgd.robust_accuracy - pgd.robust_accuracy):+.1f} pp".replace("-0.0", "+0.0")
+        assert line[-1].startswith(difference)
+        line_of(out, "worst case", "linf eps=0.15", group)
