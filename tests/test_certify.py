@@ -52,16 +52,16 @@ def test_linear_model_rates_and_bounds(norm):
     r = {"l2": 2, "linf": math.inf, "l1": 1}[norm]
     rates = [max(float(torch.linalg.vector_norm(weight[k] - weight[e.label], ord=dual))
                  for k in range(len(weight)) if k != e.label) for e in examples]
-    assert certificate.lower_rate == pytest.approx(max(rates))
+    assert certificate.rival_rate_estimate == pytest.approx(max(rates))
     data_rate = 2 ** (1 / r) * float(operator_norms(weight.unsqueeze(0), norm)[0][0])
-    assert certificate.upper_rate_data == pytest.approx(data_rate)
+    assert certificate.upper_rate_estimate == pytest.approx(data_rate)
     # The certified rate is ‖W‖₂ times the Hölder factor: equal to the data rate for r = 2.
     if norm == "l2":
-        assert certificate.upper_rate == pytest.approx(certificate.upper_rate_data)
-    assert certificate.upper_rate >= certificate.upper_rate_data * (1 - 1e-9)
+        assert certificate.upper_rate_bound == pytest.approx(certificate.upper_rate_estimate)
+    assert certificate.upper_rate_bound >= certificate.upper_rate_estimate * (1 - 1e-9)
     for row in certificate.rows:
-        assert row["lower_bound"] >= row["lower_limit"] - 1e-6  # eq. 17: a CE ray rate ≥ l_N
-        assert row["lower_limit"] <= row["upper_bound"] + 1e-9
+        assert row["lower_bound"] >= row["lower_estimate"] - 1e-6  # eq. 17: a CE ray rate ≥ l_N
+        assert row["lower_estimate"] <= row["upper_bound"] + 1e-9
         assert row["lower_bound"] <= row["upper_bound"] + 1e-6
 
 
@@ -69,13 +69,13 @@ def test_linear_model_rates_and_bounds(norm):
 def test_eq17_reaches_the_lower_limit_on_a_binary_linear_model(norm):
     model, _, examples = _linear(classes=2)
     for row in certify(model, examples, norm=norm, eps=[0.1, 1.0], boxed=False).rows:
-        assert row["lower_bound"] == pytest.approx(row["lower_limit"], abs=1e-6)
+        assert row["lower_bound"] == pytest.approx(row["lower_estimate"], abs=1e-6)
 
 
 def test_attack_losses_never_exceed_the_certified_upper_bound(digits_model, digits_examples):
     report = certification_report(digits_model, digits_examples[:12], norm="l2", eps=[0.3])
     (row,) = report["rows"]
-    assert row["lower_bound"] is None and any("no lower bound" in note for note in report["notes"])
+    assert row["lower_bound"] is None and any("no lower_bound" in note for note in report["notes"])
     assert row["upper_bound"] is not None and set(row["attacks"]) == {"wda", "wda_k2", "wda_pp"}
     for result in row["attacks"].values():
         assert row["empirical"] - 1e-9 <= result["loss"] <= row["upper_bound"]
@@ -132,8 +132,8 @@ def test_the_cone_free_rate_is_not_a_lower_bound():
     certificate = certify(model, examples, norm="l2", eps=[10.0], boxed=False)
     (row,) = certificate.rows
     ceiling = math.log1p(math.exp(2.0))
-    assert certificate.lower_rate == pytest.approx(2.0)
-    assert row["lower_limit"] > ceiling  # E + l_N·ε is above every reachable loss: an estimate
+    assert certificate.rival_rate_estimate == pytest.approx(2.0)
+    assert row["lower_estimate"] > ceiling  # E + l_N·ε is above every reachable loss: an estimate
     assert row["lower_bound"] <= ceiling + 1e-9  # eq. 17's actual loss is reachable, so a bound
     assert any("estimate" in note for note in certificate.notes)
 
@@ -178,7 +178,7 @@ def test_smooth_and_relu_networks_bound_their_data_jacobians_and_attacks(activat
     examples = [Example(i, x, int(label)) for i, (x, label) in enumerate(zip(points, model.logits(points).argmax(1)))]
     report = certification_report(model, examples, norm="l2", eps=[0.2])
     (row,) = report["rows"]
-    assert report["upper_rate"] >= report["upper_rate_data"]  # the certified rate covers every data point
+    assert report["upper_rate_bound"] >= report["upper_rate_estimate"]  # the certified rate covers every data point
     for result in row["attacks"].values():
         assert result["loss"] <= row["upper_bound"]
 
@@ -210,9 +210,9 @@ def test_cone_lower_bound_on_a_relu_mlp_is_reached_and_below_the_upper_bound():
     points = torch.rand(8, 1, 1, 6)
     examples = [Example(i, x, int(k)) for i, (x, k) in enumerate(zip(points, model.logits(points).argmax(1)))]
     certificate = certify(model, examples, norm="l2", eps=[0.1, 1.0], boxed=False)
-    assert certificate.cone_rate is not None and certificate.cone_rate <= certificate.lower_rate + 1e-9
+    assert certificate.cone_rate_bound is not None and certificate.cone_rate_bound <= certificate.rival_rate_estimate + 1e-9
     for row in certificate.rows:
-        assert row["lower_cone"] <= row["lower_bound"] + 1e-5  # eq. 17 along the cone reaches it (CE rate ≥ l)
+        assert row["lower_cone_bound"] <= row["lower_bound"] + 1e-5  # eq. 17 along the cone reaches it (CE rate ≥ l)
         assert row["lower_bound"] <= row["upper_bound"]
 
 
@@ -222,8 +222,8 @@ def test_the_ramp_has_no_cone_rate():
     model = from_module(_scalar(first, second), input_size=(1, 1, 1))
     certificate = certify(model, [Example(0, torch.full((1, 1, 1), 0.5), 1)], norm="l2", eps=[10.0], boxed=False)
     (row,) = certificate.rows
-    assert certificate.cone_rate == pytest.approx(0.0, abs=1e-12)  # the cell at 0.5 is bounded: rec(C) = {0}
-    assert row["lower_cone"] == pytest.approx(row["empirical"])
+    assert certificate.cone_rate_bound == pytest.approx(0.0, abs=1e-12)  # the cell at 0.5 is bounded: rec(C) = {0}
+    assert row["lower_cone_bound"] == pytest.approx(row["empirical"])
 
 
 def test_attention_bound_covers_the_exact_jacobian_on_its_ball():
@@ -257,4 +257,73 @@ def test_a_pre_ln_vision_transformer_has_a_certified_bound():
     points = torch.rand(4, 1, 32, 32)
     examples = [Example(i, x, int(k)) for i, (x, k) in enumerate(zip(points, model.logits(points).argmax(1)))]
     certificate = certify(model, examples, norm="l2", eps=[0.1])
-    assert certificate.upper_rate >= certificate.upper_rate_data
+    assert certificate.upper_rate_bound >= certificate.upper_rate_estimate
+
+
+def _supremum(weight, bias, examples, loss, norm, eps) -> float:
+    """sup over the W_1 ball of E_P[ℓ] for a linear model on R^n, in float64 from its weights:
+    E_PN[ℓ] + ε·max_i max_{k≠y_i} ‖w_k − w_{y_i}‖_s (both losses grow at that rate along the
+    steepest ray; the margin reaches it, cross-entropy only in the limit)."""
+    from suite.certify.bounds import loss_of
+
+    x = torch.stack([e.input.flatten() for e in examples]).double()
+    y = torch.tensor([e.label for e in examples])
+    empirical = float(loss_of(loss, x @ weight.T + bias, y).mean())
+    dual = {"l2": 2, "linf": 1, "l1": math.inf}[norm]
+    rate = max(float(torch.linalg.vector_norm(weight[k] - weight[e.label], ord=dual))
+               for e in examples for k in range(len(weight)) if k != e.label)
+    return empirical + eps * rate
+
+
+@pytest.mark.parametrize("classes", [2, 4])
+@pytest.mark.parametrize("loss", ["ce", "margin"])
+@pytest.mark.parametrize("norm", ["l2", "linf", "l1"])
+def test_lower_bounds_never_exceed_the_closed_form_supremum_of_a_linear_model(norm, loss, classes):
+    # Computed in float32 at eq. 17's far point (1e8·max(1, Nε) away), the lower bound came out
+    # above this supremum (binary linear model, r = ∞, margin, ε = 0.5: 1.50849528 > 1.50849522).
+    model, weight, examples = _linear(classes=classes, inputs=16, seed=classes)
+    bias = model.module[1].bias.detach().double()
+    certificate = certify(model, examples, norm=norm, loss=loss, eps=[0.0, 1e-3, 0.05, 0.5, 3.0, 40.0], boxed=False)
+    assert certificate.precision == "float64"
+    for row in certificate.rows:
+        supremum = _supremum(weight, bias, examples, loss, norm, row["eps"])
+        for key in ("lower_bound", "lower_cone_bound"):
+            assert row[key] <= supremum, (key, row["eps"], row[key] - supremum)
+            assert row[key] >= supremum - 1e-5 * abs(supremum)  # and tight: a linear model's rays are straight
+    assert any("lowered by" in note for note in certificate.notes)
+
+
+def test_a_nested_mlp_gets_the_cone_bound_of_the_flat_one():
+    torch.manual_seed(7)
+    first, second = nn.Linear(6, 8), nn.Linear(8, 3)
+    flat = from_module(nn.Sequential(nn.Flatten(), first, nn.ReLU(), second), input_size=(1, 1, 6))
+    nested = from_module(nn.Sequential(nn.Flatten(), nn.Sequential(first, nn.ReLU(), second)), input_size=(1, 1, 6))
+    points = torch.rand(6, 1, 1, 6)
+    examples = [Example(i, x, int(k)) for i, (x, k) in enumerate(zip(points, flat.logits(points).argmax(1)))]
+    results = [certify(model, examples, norm="l2", eps=[0.5], boxed=False) for model in (flat, nested)]
+    assert results[0].cone_rate_bound is not None and results[0].cone_rate_bound > 0
+    assert results[1].cone_rate_bound == results[0].cone_rate_bound
+    assert results[1].rows == results[0].rows
+
+
+def test_every_missing_bound_is_named_with_its_reason():
+    torch.manual_seed(1)
+    conv = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 16, 3))
+    model = from_module(conv, input_size=(1, 4, 4))
+    examples = [Example(i, x, 0) for i, x in enumerate(torch.rand(3, 1, 4, 4))]
+    certificate = certify(model, examples, norm="l2", eps=[0.1], boxed=False)
+    (row,) = certificate.rows
+    assert certificate.cone_rate_bound is None and row["lower_cone_bound"] is None and row["lower_bound"] is not None
+    assert any(note.startswith("no lower_cone_bound:") and "layer Conv2d is not one of" in note
+               for note in certificate.notes), certificate.notes
+    boxed = certify(model, examples, norm="l2", eps=[0.1])
+    assert boxed.rows[0]["lower_bound"] is None and boxed.rows[0]["lower_cone_bound"] is None
+    assert any(note.startswith("no lower_bound and no lower_cone_bound:") for note in boxed.notes)
+
+
+def test_printed_bounds_are_rounded_outward():
+    from suite.report.certificates import _number
+
+    assert _number(1.50859, "down") == "1.508" and _number(1.50841, "up") == "1.509"
+    assert _number(-2.34567, "down") == "-2.346" and _number(1.50859) == "1.509"
+    assert float(_number(0.00012345, "up")) >= 0.00012345 and _number(None, "down") == "-"

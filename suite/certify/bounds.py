@@ -17,11 +17,15 @@ written; see docs/wdro.md):
   ‖J‖ over the data points (``upper_estimate``, L_N) is not: a network can be flat at every data
   point and steep between them.
 - ``lower_bound`` = the loss of the explicit distribution of eq. 17: the data point and rival with
-  the steepest rate l_N send a fraction Nε/t of their mass a distance t along the rate's dual-norm
-  direction. It is in the W_1 ball, so its loss is a bound on the sup, for any model, whenever the
-  far point is in the input domain: on [0, 1] pixels (``boxed``) it is not, and none is given.
-  As t → ∞ it tends to E + l_N·ε for a model affine along the ray (a linear model); for a ReLU
-  network the cone-free l_N (``lower_limit`` = E + l_N·ε) is an estimate, not a bound.
+  the steepest rate send a fraction Nε/t of their mass a distance t along the rate's dual-norm
+  direction (inside the activation cone where one is computed). It is in the W_1 ball, so its
+  loss is a bound on the sup, for any model, whenever the far point is in the input domain: on
+  [0, 1] pixels (``boxed``) it is not, and none is given. It is computed in float64 and rounded
+  down by a stated margin (:data:`LOWER_MARGIN`; in float32 it exceeded the exact supremum).
+- ``lower_cone_bound`` = E + l·ε with l the steepest rival rate inside a data point's activation
+  cone (eq. 9; ReLU MLPs, nested ``Sequential`` s included), rounded down by :data:`CONE_MARGIN`:
+  the limit of eq. 17 along that ray, a bound. ``lower_estimate`` = E + l_N·ε with the cone-free
+  l_N is the limit only for a model affine along the ray (a linear model): an estimate.
 - ‖J‖_{r→s} per example: r = 2 its largest singular value; r = 1 its largest |entry|; r = ∞
   max over sign vectors σ of ‖Jᵀσ‖₁ (exact for K ≤ :data:`MAX_EXACT_CLASSES`; beyond, the bound
   √(nK)·σ_max, flagged).
@@ -38,7 +42,6 @@ import torch
 
 from suite.data.base import Example
 from suite.errors import ConfigError
-from suite.losses import cross_entropy, margin
 from suite.models.base import Classifier
 
 CertLoss = Literal["ce", "margin"]
@@ -50,6 +53,13 @@ DUAL = {"linf": 1.0, "l2": 2.0, "l1": math.inf}
 MAX_EXACT_CLASSES = 16
 #: How far eq. 17's point travels along its ray (× max(1, Nε)) on an unbounded domain.
 RAY_LENGTH = 1e8
+#: eq. 17's loss is lowered by this times the magnitudes involved (:func:`_construction`): far
+#: above float64's rounding through any network of realistic width (a dot product of length n
+#: errs by at most n·2^-53 of its terms' magnitudes; 2^-30 covers n up to 2^23).
+LOWER_MARGIN = 2.0 ** -30
+#: The cone rate is lowered by this times ‖v‖_s (v the rival's Jacobian row difference): above
+#: the relative error of a float32 Jacobian and of the cone program's solver tolerance.
+CONE_MARGIN = 1e-6
 
 
 def jacobians(model: Classifier, x: torch.Tensor, chunk: int = 32) -> torch.Tensor:
@@ -133,8 +143,16 @@ def cone_rate(vector: torch.Tensor, constraints: torch.Tensor, norm: CostNorm) -
 
 
 def loss_of(name: CertLoss, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Per-example cross-entropy, or the margin max_{k≠y} θ_k − θ_y (the paper's eq. 13 "DLR")."""
-    return cross_entropy(logits, labels) if name == "ce" else margin(logits, labels)
+    """Per-example cross-entropy, or the margin max_{k≠y} θ_k − θ_y (the paper's eq. 13 "DLR"),
+    in the logits' own precision (:mod:`suite.losses` computes in float32, as attacks need; a
+    certificate needs float64).
+    """
+    labels = labels.to(logits.device).view(-1, 1)
+    own = logits.gather(1, labels).squeeze(1)
+    if name == "ce":
+        return torch.logsumexp(logits, dim=1) - own
+    others = logits.scatter(1, labels, -math.inf)
+    return others.max(dim=1).values - own
 
 
 def unit_direction(vector: torch.Tensor, norm: CostNorm) -> torch.Tensor:
@@ -153,27 +171,37 @@ def unit_direction(vector: torch.Tensor, norm: CostNorm) -> torch.Tensor:
 class Certificate:
     """The bounds of one model, data set, cost norm and loss over a grid of ε.
 
+    Every name says what a number is: ``*_bound`` is a bound (within the stated rounding margin),
+    ``*_estimate`` is not.
+
     Attributes:
         rows: One dict per ε: ``eps``, ``empirical`` (E_PN[ℓ]), ``lower_bound`` (eq. 17's loss, or
-            None), ``lower_limit`` (E + l_N·ε, an estimate), ``lower_cone`` (E + l·ε with l the
-            rate inside the activation cones, a bound; ReLU MLPs on R^n only, else None),
-            ``upper_bound`` (E + L·ε, certified, or None), ``upper_estimate`` (E + L_N·ε, not a
-            bound).
-        notes: What is and is not a bound here, in words.
+            None), ``lower_estimate`` (E + l_N·ε), ``lower_cone_bound`` (E + l·ε with l the rate
+            inside the activation cones: ReLU MLPs on R^n only, else None), ``upper_bound``
+            (E + L·ε, certified, or None), ``upper_estimate`` (E + L_N·ε).
+        rival_rate_estimate: l_N, the steepest rival rate at a data point (no cone): an estimate.
+        cone_rate_bound: l, the steepest rival rate inside a data point's activation cone,
+            rounded down by :data:`CONE_MARGIN` (None where not computed; the notes say why).
+        upper_rate_bound: L, from the certified global Lipschitz bound (None where none).
+        upper_rate_estimate: L_N, the largest 2^(1/r)·‖J‖ at a data point: an estimate.
+        precision: How ``empirical`` and ``lower_bound`` were computed: ``float64`` (a float64
+            copy of the model) or ``float32``.
+        notes: Which numbers are bounds, and why any bound is missing, in words.
     """
 
     norm: CostNorm
     loss: CertLoss
     n: int
     empirical: float
-    lower_rate: float
-    lower_rate_at: dict[str, Any]
-    upper_rate: float | None
-    upper_rate_how: str
-    upper_rate_data: float
-    upper_rate_data_exact: bool
+    rival_rate_estimate: float
+    rival_rate_estimate_at: dict[str, Any]
+    upper_rate_bound: float | None
+    upper_rate_bound_how: str
+    upper_rate_estimate: float
+    upper_rate_estimate_exact: bool
     boxed: bool
-    cone_rate: float | None = None
+    precision: str = "float32"
+    cone_rate_bound: float | None = None
     rows: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -192,46 +220,53 @@ def certify(model: Classifier, examples: Sequence[Example], *, norm: CostNorm = 
         raise ConfigError("certify needs at least one example")
     x = torch.stack([example.input for example in examples]).float()
     y = torch.tensor([example.label for example in examples])
-    with torch.no_grad():
-        losses = loss_of(loss, model.logits(x.to(model.device)).double().cpu(), y)
+    logits = model.float64_logits(x)  # E and eq. 17 in float64 where the model allows it
+    precise = logits is not None
+    if logits is None:
+        with torch.no_grad():
+            logits = model.logits(x.to(model.device)).double().cpu()
+    losses = loss_of(loss, logits, y)
     empirical = float(losses.mean())
     jacobian = jacobians(model, x)
     rates, rivals = rival_rates(jacobian, y, norm)
     star = int(rates.argmax())
-    lower_rate = float(rates[star])
     factor = 2 ** (1 / ORDER[norm])  # 2^(1/r): 1 for r = ∞
-    norms, exact = operator_norms(jacobian, norm)
-    upper_data = factor * float(norms.max())
+    norms, norms_exact = operator_norms(jacobian, norm)
     lipschitz, how = model.lipschitz_bound()
     inputs, classes = jacobian.shape[2], jacobian.shape[1]
     holder = (inputs * classes) ** max(0.0, 0.5 - 1 / ORDER[norm])  # ‖·‖_{r→s} ≤ this · ‖·‖_{2→2}
     upper_rate = None if lipschitz is None else factor * holder * lipschitz
     certificate = Certificate(
-        norm=norm, loss=loss, n=len(examples), empirical=empirical, lower_rate=lower_rate,
-        lower_rate_at={"id": examples[star].id, "label": int(y[star]), "rival": int(rivals[star])},
-        upper_rate=upper_rate, upper_rate_how=how, upper_rate_data=upper_data, upper_rate_data_exact=exact,
-        boxed=boxed)
-    direction = unit_direction(jacobian[star, rivals[star]] - jacobian[star, y[star]], norm)
+        norm=norm, loss=loss, n=len(examples), empirical=empirical, rival_rate_estimate=float(rates[star]),
+        rival_rate_estimate_at={"id": examples[star].id, "label": int(y[star]), "rival": int(rivals[star])},
+        upper_rate_bound=upper_rate, upper_rate_bound_how=how, upper_rate_estimate=factor * float(norms.max()),
+        upper_rate_estimate_exact=norms_exact, boxed=boxed, precision="float64" if precise else "float32")
+    # eq. 17's rays: along the cone-free steepest direction, and inside the steepest cone. Each
+    # gives a distribution in the ball, so the larger loss is the bound.
+    rays = [(star, unit_direction(jacobian[star, rivals[star]] - jacobian[star, y[star]], norm))]
     cone = None if boxed else _cone_rates(model, x, y, jacobian, norm)
     if cone is not None:
-        certificate.cone_rate, star, direction = cone
+        certificate.cone_rate_bound = cone[0]
+        rays.append(cone[1:])
     for radius in eps:
+        found = [] if boxed or not precise else [
+            _construction(model, x[at], y[at], direction, losses, float(radius), loss, norm) for at, direction in rays]
         certificate.rows.append({
             "eps": float(radius), "empirical": empirical,
-            "lower_bound": None if boxed else _construction(model, x[star], y[star], direction, losses[star],
-                                                            empirical, float(radius), len(examples), loss),
-            "lower_limit": empirical + lower_rate * radius,
-            "lower_cone": None if cone is None else empirical + cone[0] * radius,
+            "lower_bound": max((value for value in found if value is not None), default=None),
+            "lower_estimate": empirical + certificate.rival_rate_estimate * radius,
+            "lower_cone_bound": None if cone is None else empirical + cone[0] * radius,
             "upper_bound": None if upper_rate is None else empirical + upper_rate * radius,
-            "upper_estimate": empirical + upper_data * radius,
+            "upper_estimate": empirical + certificate.upper_rate_estimate * radius,
         })
-    certificate.notes = _notes(certificate, how)
+    certificate.notes = _notes(certificate, how, model)
     return certificate
 
 
 def _cone_rates(model, x, y, jacobian, norm) -> tuple[float, int, torch.Tensor] | None:
-    """The largest rival rate over the data within each point's activation cone, its example and
-    direction; ``None`` when the model's cells are not available (not a ReLU MLP)."""
+    """The largest rival rate over the data within each point's activation cone (rounded down by
+    :data:`CONE_MARGIN`), its example and direction; ``None`` when the model's cells are not
+    available (not a ReLU MLP: :meth:`~suite.models.base.Classifier.cell_support`)."""
     best = None
     for index, point in enumerate(x):
         constraints = model.relu_cell(point)
@@ -240,39 +275,75 @@ def _cone_rates(model, x, y, jacobian, norm) -> tuple[float, int, torch.Tensor] 
         for rival in range(jacobian.shape[1]):
             if rival == int(y[index]):
                 continue
-            rate, direction = cone_rate(jacobian[index, rival] - jacobian[index, y[index]], constraints, norm)
+            vector = jacobian[index, rival] - jacobian[index, y[index]]
+            rate, direction = cone_rate(vector, constraints, norm)
+            # The Jacobian comes from float32 autograd and the cone program is solved to the
+            # solver's tolerance (about 1e-7 relative): round the rate down by more than both.
+            rate = max(0.0, rate - CONE_MARGIN * float(torch.linalg.vector_norm(vector, ord=DUAL[norm])))
             if best is None or rate > best[0]:
                 best = (rate, index, direction)
     return best
 
 
-def _construction(model, point, label, direction, own_loss, empirical, eps, n, loss) -> float:
-    """E_P[ℓ] of eq. 17's distribution: P_N with a fraction Nε/t of one point's mass moved a
-    distance t along ``direction`` (W_1 cost exactly ε)."""
+def _construction(model, point, label, direction, losses, eps, loss, norm) -> float | None:
+    """E_P[ℓ] of eq. 17's distribution, rounded down: P_N with a fraction Nε/t of one point's mass
+    moved to a point at distance t along ``direction``, so its W_1 cost is at most ε.
+
+    Evaluated in float64 (a float64 copy of the model). In float32 the far point's logits, about
+    1e8 times the rate, carry rounding errors that the 1/t factor does not remove: the value came
+    out up to 4.6e-8 (relative) above the exact supremum on a linear model. Here the transport
+    cost is measured on the far point actually evaluated, and the result is lowered by
+    :data:`LOWER_MARGIN` times the magnitudes involved (the largest |logit| at both points).
+    """
+    n = len(losses)
+    empirical = float(losses.mean())
     if eps == 0:
         return empirical
-    distance = RAY_LENGTH * max(1.0, n * eps)
-    far = point.double() + distance * direction.view_as(point)
-    with torch.no_grad():
-        logits = model.logits(far.float().unsqueeze(0).to(model.device)).double().cpu()
-    gain = float(loss_of(loss, logits, label.view(1))[0]) - float(own_loss)
-    return empirical + eps / distance * gain
+    unit = direction.double().view_as(point)
+    size = float(torch.linalg.vector_norm(unit.flatten(), ord=ORDER[norm]))
+    if size > 1.0:
+        unit = unit / size
+    origin = point.double()
+    far = origin + RAY_LENGTH * max(1.0, n * eps) * unit
+    # The cost actually paid, rounded up: the mass moved is Nε/t ≤ 1 of one point's 1/N.
+    distance = float(torch.linalg.vector_norm((far - origin).flatten(), ord=ORDER[norm])) * (1 + 1e-12)
+    if not distance >= n * eps:
+        return empirical - LOWER_MARGIN * abs(empirical)  # the direction is 0 (a bounded cell): P_N itself
+    logits = model.float64_logits(torch.stack([origin, far]))  # float64 in, never rounded to float32
+    if logits is None:
+        return None
+    pair = loss_of(loss, logits, label.view(1).repeat(2))
+    gain = float(pair[1] - pair[0])
+    value = empirical + eps / distance * gain
+    scale = abs(empirical) + eps / distance * float(logits.abs().max()) * 2
+    return value - LOWER_MARGIN * scale
 
 
-def _notes(certificate: Certificate, how: str) -> list[str]:
-    notes = [f"upper bound: {how}" if certificate.upper_rate is not None else f"no certified upper bound: {how}",
-             "upper_estimate (E + L_N·eps, L_N the largest ‖J‖ at a data point) is an estimate, not a bound"]
+def _notes(certificate: Certificate, how: str, model: Classifier) -> list[str]:
+    """Which numbers are bounds and which estimates, and why any bound is missing."""
+    notes = [f"upper_bound (E + L·eps): {how}" if certificate.upper_rate_bound is not None
+             else f"no upper_bound: {how}",
+             "upper_estimate (E + L_N·eps, L_N the largest ‖J‖ at a data point) is an estimate, not a bound: a "
+             "network can be flat at every data point and steep between them"]
     if certificate.boxed:
-        notes.append("no lower bound: inputs are confined to [0, 1], and eq. 17's ray leaves the domain "
-                     "(certify the unboxed model for one); lower_limit (E + l_N·eps) is an estimate")
-    elif certificate.cone_rate is not None:
-        notes.append("lower bound: the loss of eq. 17's distribution along the steepest direction inside a data "
-                     "point's activation cone (Thm 3.1's rec(C)): the logits are affine on that ray, so lower_cone "
-                     "(E + l·eps, l the cone rate) is its limit and a bound; lower_limit (the cone-free l_N) is an "
+        notes.append("no lower_bound and no lower_cone_bound: inputs are confined to [0, 1], and eq. 17's ray "
+                     "leaves the domain (certify the unboxed model for them); lower_estimate (E + l_N·eps) is an "
                      "estimate")
     else:
-        notes.append("lower bound: the loss of eq. 17's distribution (inside the W_1 ball); lower_limit "
-                     "(E + l_N·eps) is its limit for a model affine along the ray, an estimate otherwise")
-    if not certificate.upper_rate_data_exact:
+        if certificate.precision != "float64":
+            notes.append(f"no lower_bound: {model.info.name} cannot be evaluated in float64, and eq. 17's far point "
+                         "in float32 can exceed the supremum it bounds")
+        else:
+            notes.append(f"lower_bound: the loss of eq. 17's distribution (inside the W_1 ball), computed in float64 "
+                         f"and lowered by {LOWER_MARGIN:.2g} of the magnitudes involved: a bound for any model")
+        if certificate.cone_rate_bound is not None:
+            notes.append("lower_cone_bound (E + l·eps, l the steepest rate inside a data point's activation cone, "
+                         f"Thm 3.1's rec(C), lowered by {CONE_MARGIN:g}·‖v‖): the logits are affine on that ray, so "
+                         "eq. 17 along it tends to this value: a bound; lower_bound follows that ray")
+        else:
+            notes.append(f"no lower_cone_bound: {model.cell_support() or 'no activation cell was computed'}")
+        notes.append("lower_estimate (E + l_N·eps, the cone-free rival rate) is an estimate: the limit of eq. 17 "
+                     "only for a model affine along the ray")
+    if not certificate.upper_rate_estimate_exact:
         notes.append("‖J‖_{∞→1} with more than 16 classes: bounded by √(nK)·σ_max, not computed exactly")
     return notes

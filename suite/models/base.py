@@ -130,6 +130,16 @@ class Classifier(ABC):
         it was obtained; ``(None, reason)`` where the suite has none (:mod:`suite.models.lipschitz`)."""
         return None, f"no certified Lipschitz bound for {type(self).__name__} models"
 
+    def float64_logits(self, batch: torch.Tensor) -> torch.Tensor | None:
+        """Image models: the logits of ``batch`` computed in float64 on the CPU, N×C; ``None``
+        where the suite cannot. Certificates evaluate eq. 17's far point with it, where float32
+        rounding would exceed the supremum they bound (:mod:`suite.certify.bounds`)."""
+        return None
+
+    def cell_support(self) -> str | None:
+        """Why :meth:`relu_cell` gives no activation cone for this model (``None``: it does)."""
+        return f"activation cells are computed for ReLU MLPs only, not {type(self).__name__} models"
+
     def relu_cell(self, x: torch.Tensor) -> torch.Tensor | None:
         """The recession cone of a ReLU network's activation cell at the input ``x``, as a matrix
         A with rec(C) = {u : A·u ≥ 0}; ``None`` where the suite cannot compute it

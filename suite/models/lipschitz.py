@@ -228,6 +228,43 @@ def network_bound(module: nn.Module, input_size: tuple[int, int, int], std) -> t
 
 
 
+#: Layers an MLP's activation cell is computed through (Dropout in eval mode is the identity).
+MLP_LAYERS = (nn.Flatten, nn.Linear, nn.ReLU, nn.Identity, nn.Dropout)
+
+
+def mlp_layers(module: nn.Module) -> list[nn.Module]:
+    """The layers of a ReLU MLP in order, nested ``nn.Sequential`` s flattened
+    (``Sequential(Flatten, Sequential(Linear, ReLU, Linear))`` is the same MLP as the flat one).
+
+    Raises:
+        Unsupported: ``module`` is not one, naming the first layer that is not in
+            :data:`MLP_LAYERS` (or the module itself when it is no ``nn.Sequential``).
+    """
+    if not isinstance(module, nn.Sequential):
+        raise Unsupported(f"{type(module).__name__} is not an nn.Sequential of "
+                          f"{', '.join(kind.__name__ for kind in MLP_LAYERS)} layers")
+    layers: list[nn.Module] = []
+    for layer in module:
+        if isinstance(layer, nn.Sequential):
+            layers += mlp_layers(layer)
+        elif isinstance(layer, MLP_LAYERS):
+            layers.append(layer)
+        else:
+            raise Unsupported(f"layer {type(layer).__name__} is not one of "
+                              f"{', '.join(kind.__name__ for kind in MLP_LAYERS)}")
+    return layers
+
+
+def cell_support(module: nn.Module) -> str | None:
+    """Why :func:`relu_cell` gives no cone for ``module`` (``None``: it gives one)."""
+    try:
+        mlp_layers(module)
+    except Unsupported as error:
+        return (f"activation cells are computed for ReLU MLPs only, and {error} (for convolutional networks "
+                "the cone is usually {0} and its constraint matrix too large to be useful)")
+    return None
+
+
 def relu_cell(module: nn.Module, x: torch.Tensor, mean, std) -> torch.Tensor | None:
     """The activation cell of a ReLU MLP at ``x`` (one C×H×W input of [0, 1] pixels), as the
     matrix A of its recession cone rec(C) = {u : A·u ≥ 0} over pixel directions (Le et al.,
@@ -235,12 +272,11 @@ def relu_cell(module: nn.Module, x: torch.Tensor, mean, std) -> torch.Tensor | N
     the cell) and s_h = +1 if the unit is active at x, −1 if not. Along any u in the cone no unit
     changes state, so the logits are affine along x + t·u for every t ≥ 0.
 
-    ``None`` unless ``module`` is an ``nn.Sequential`` of ``Flatten``, ``Linear``, ``ReLU``,
-    ``Identity`` and ``Dropout`` (eval) layers: for convolutional networks the cone is usually
-    {0}, and its constraint matrix is too large to be useful.
+    ``None`` unless ``module`` is a ReLU MLP (:func:`mlp_layers`; :func:`cell_support` says why not).
     """
-    if not isinstance(module, nn.Sequential) or any(
-            not isinstance(layer, (nn.Flatten, nn.Linear, nn.ReLU, nn.Identity, nn.Dropout)) for layer in module):
+    try:
+        layers = mlp_layers(module)
+    except Unsupported:
         return None
     channels = x.shape[0]
     per_channel = x.numel() // channels
@@ -249,7 +285,7 @@ def relu_cell(module: nn.Module, x: torch.Tensor, mean, std) -> torch.Tensor | N
     value = (x.detach().double().cpu().flatten() - shift) / scale  # the normalised input
     gradient = torch.diag(1.0 / scale)  # its derivative with respect to the pixels
     rows = []
-    for layer in module:
+    for layer in layers:
         if isinstance(layer, nn.Linear):
             weight = layer.weight.detach().double().cpu()
             value = weight @ value + (layer.bias.detach().double().cpu() if layer.bias is not None else 0.0)

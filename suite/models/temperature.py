@@ -84,6 +84,13 @@ class TemperatureScaled(LogitView):
     def relu_cell(self, x: Any) -> torch.Tensor | None:
         return self.base.relu_cell(x)  # dividing by T moves no activation
 
+    def cell_support(self) -> str | None:
+        return self.base.cell_support()
+
+    def float64_logits(self, batch: Any) -> torch.Tensor | None:
+        logits = self.base.float64_logits(batch)
+        return None if logits is None else logits / self.temperature
+
     def lipschitz_bound(self) -> tuple[float | None, str]:
         bound, how = self.base.lipschitz_bound()
         return (None if bound is None else bound / self.temperature), how

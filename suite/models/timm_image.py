@@ -71,6 +71,32 @@ class TimmImageClassifier(TorchClassifier):
 
         return relu_cell(self.module, x, self.mean.flatten().tolist(), self.std.flatten().tolist())
 
+    def cell_support(self) -> str | None:
+        from suite.models.lipschitz import cell_support
+
+        return cell_support(self.module)
+
+    def float64_logits(self, batch: torch.Tensor) -> torch.Tensor | None:
+        """The logits in float64 on the CPU, from a float64 copy of the module made on first use
+        (``None`` when the module cannot run in float64)."""
+        twin = getattr(self, "_float64_twin", None)
+        if twin is None:
+            import copy
+
+            try:
+                twin = copy.deepcopy(self.module).to("cpu", torch.float64)
+            except (RuntimeError, TypeError):  # a module that cannot be copied or cast
+                return None
+            self._float64_twin = twin
+        inputs = batch.detach().to("cpu", torch.float64)
+        mean, std = self.mean.to("cpu", torch.float64), self.std.to("cpu", torch.float64)
+        try:
+            with torch.no_grad():
+                logits = twin((inputs - mean) / std)
+        except RuntimeError:  # an operation without a float64 kernel
+            return None
+        return logits.double() if logits.dtype == torch.float64 else None
+
     def _forward(self, batch: torch.Tensor) -> torch.Tensor:
         if batch.ndim != 4 or tuple(batch.shape[1:]) != self.input_size:
             raise ValueError(f"expected images of shape N×{'×'.join(map(str, self.input_size))}, got {tuple(batch.shape)}")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,19 +14,29 @@ from suite.report.figures import save_figure
 from suite.report.table import format_rows
 
 
-def _number(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g}"
+def _number(value: float | None, toward: str = "") -> str:
+    """``value`` to 4 significant digits; a bound rounded outward (``toward`` "down" for a lower
+    bound, "up" for an upper one), so the printed number is still a bound."""
+    if value is None:
+        return "-"
+    text = f"{value:.4g}"
+    if toward and value != 0 and math.isfinite(value):
+        step = 10.0 ** (math.floor(math.log10(abs(value))) - 3)
+        shown = float(text)
+        if (toward == "down" and shown > value) or (toward == "up" and shown < value):
+            text = f"{(math.floor if toward == 'down' else math.ceil)(value / step) * step:.4g}"
+    return text
 
 
 def certificate_table(report: Mapping[str, Any]) -> str:
     """One row per ε: E_PN[ℓ], the bounds, the estimates and each attack's W_1 loss."""
     attacks = sorted({name for row in report["rows"] for name in row.get("attacks", {})})
-    header = ["eps", "E[loss]", "lower bound", "lower (cone)", "lower est.", *(f"{name} loss" for name in attacks),
+    header = ["eps", "E[loss]", "lower bound", "lower cone bound", "lower est.", *(f"{name} loss" for name in attacks),
               "upper est.", "upper bound"]
-    lines = [[f"{row['eps']:g}", _number(row["empirical"]), _number(row["lower_bound"]), _number(row.get("lower_cone")),
-              _number(row["lower_limit"]),
+    lines = [[f"{row['eps']:g}", _number(row["empirical"]), _number(row["lower_bound"], "down"), _number(row.get("lower_cone_bound"), "down"),
+              _number(row["lower_estimate"]),
               *(_number(row["attacks"][name]["loss"]) if name in row.get("attacks", {}) else "-" for name in attacks),
-              _number(row["upper_estimate"]), _number(row["upper_bound"])] for row in report["rows"]]
+              _number(row["upper_estimate"]), _number(row["upper_bound"], "up")] for row in report["rows"]]
     return format_rows(header, lines)
 
 
@@ -45,8 +56,8 @@ def write_certificate(report: Mapping[str, Any], directory: Path) -> tuple[Path,
     figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=110)
     axis.plot(radii, [row["empirical"] for row in rows], color="grey", linestyle=":", label="E_PN[loss]")
     for key, label, style in (("upper_bound", "upper bound (certified)", "-"), ("upper_estimate", "E + L_N eps (estimate)", "--"),
-                              ("lower_limit", "E + l_N eps (estimate)", "--"), ("lower_bound", "lower bound (eq. 17)", "-"),
-                              ("lower_cone", "E + l eps, l in the activation cone (bound)", "-")):
+                              ("lower_estimate", "E + l_N eps (estimate)", "--"), ("lower_bound", "lower bound (eq. 17)", "-"),
+                              ("lower_cone_bound", "E + l eps, l in the activation cone (bound)", "-")):
         points = [(row["eps"], row.get(key)) for row in rows if row.get(key) is not None]
         if points:
             axis.plot(*zip(*points), linestyle=style, marker="o", markersize=3, label=label)
