@@ -89,6 +89,16 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return change
 
 
+def _distributional_only(data: dict[str, Any]) -> None:
+    """The run as an earlier advsuite wrote ``--attacks wda_pp`` alone: no point-wise attack, and
+    the clean accuracy in ``worst_case_robust_accuracy`` (read back as null)."""
+    data.update(attacks={}, threat_models={}, broken_only_by={}, worst_case_robust_accuracy=data["clean_accuracy"])
+    data["distributional"] = {"wda_pp": {
+        "threat": {"norm": "linf", "eps": 0.03, "p": 1.0}, "access": "white-box", "attack": "wda_pp",
+        "params": {"eps": 0.03}, "budget": {}, "accuracy": 0.0, "n_attacked": 200, "mean_queries": 30.0,
+        "seconds": 1.0}}
+
+
 def _nested(depth: int) -> Callable[[Path], None]:
     def setup(root: Path) -> None:
         (root / "results.json").write_text("[" * depth + "]" * depth)
@@ -130,6 +140,9 @@ CASES: list[Case] = [
          _results(_set("clean_accuracy_ci", [0.1, 0.2]))),
     Case("leaderboard-results-worst-case-above-an-attack", ADD, "worst_case_robust_accuracy 0.5 is above",
          _results(_set("threat_models|linf eps=0.03|worst_case_robust_accuracy", 0.5))),
+    Case("leaderboard-results-distributional-only", ADD,
+         "task 'vision' ran no point-wise attack (distributional: wda_pp), so it has no worst-case robust accuracy",
+         _results(_distributional_only)),
     Case("leaderboard-results-dir-without-results", ("leaderboard", "add", "{tmp}/runs", "--leaderboard", "{tmp}/board.json"),
          "holds no results.json", lambda root: (root / "runs" / "task").mkdir(parents=True)),
     Case("leaderboard-smaller-evaluation-without-replace", ADD,

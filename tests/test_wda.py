@@ -157,6 +157,7 @@ def test_wda_pp_distribution_is_inside_the_wasserstein_ball(norm, p, digits_mode
     assert _exact_wasserstein(examples, outputs, mass_list, norm, p) <= eps * (1 + 1e-5)
     assert details["accuracy"] <= details["clean_accuracy"] + 1e-12
     assert details["moved_mass"] > 0  # the budget bought some flips
+    assert details["moved_mass"] == pytest.approx(sum(mass_list) / len(examples))
 
 
 @pytest.mark.parametrize("norm", ["linf", "l2", "l1"])
@@ -217,3 +218,41 @@ def test_an_infeasible_distribution_raises():
     details = build_attack("wda_pp", {"eps": 0.1}).aggregate(clean, records)
     assert details["moved_mass"] == 1.0 and details["accuracy"] == 0.0
     assert details["transport_cost"] == pytest.approx(0.05)
+
+
+def test_wda_pp_moved_mass_leaves_out_points_that_stay_put():
+    # N = 4, ε^p = 0.1 (p = 1): example 0 is misclassified (d = 0: 1/κ = 1, but X_adv = X_0),
+    # 1 flips at 0.2 (cost 0.05: all its mass moves), 2 at 0.4 (half: the 0.05 left), 3 never flips.
+    clean = [{"id": 0, "correct": 0.0}] + [{"id": i, "correct": 1.0} for i in (1, 2, 3)]
+    records = [{"id": 1, "robust": 0.0, "perturbation": 0.2, "extras": {"distance": 0.2}},
+               {"id": 2, "robust": 0.0, "perturbation": 0.4, "extras": {"distance": 0.4}},
+               {"id": 3, "robust": 1.0, "perturbation": 0.0, "extras": {"distance": None}}]
+    details = build_attack("wda_pp", {"eps": 0.1}).aggregate(clean, records)
+    assert [item["id"] for item in details["transport"]] == [1, 2]
+    assert [item["mass"] for item in details["transport"]] == pytest.approx([1.0, 0.5])
+    assert details["moved_mass"] == pytest.approx(1.5 / 4)  # Σ 1/κ_i / N would be 2.5 / 4
+    assert details["accuracy"] == pytest.approx(1.5 / 4) and details["transport_cost"] == pytest.approx(0.1)
+    assert details["unflipped"] == 1
+
+
+def test_wda_pp_moved_mass_on_a_linear_model_with_a_misclassified_point():
+    model, examples, _, _ = _linear_case()
+    examples[0] = Example(examples[0].id, examples[0].input, 1 - examples[0].label)
+    attack = build_attack("wda_pp", {"norm": "l2", "eps": 1.0, "alpha": 0.01, "maxiter": 200, "search_steps": 20})
+    outputs, clean, records = _records(model, attack, examples)
+    assert clean[0]["correct"] == 0.0 and torch.equal(outputs[0].adversarial, examples[0].input)
+    # As the runner does: misclassified examples are not attacked (no record).
+    details = attack.aggregate(clean, [record for record in records if record["id"] != 0])
+    # ε^p = 1 pays for every flip (each about 0.05 away): the 11 correct points move all their
+    # mass and the misclassified one none, so 11/12 moved (12/12 counted it too).
+    assert [item["id"] for item in details["transport"]] == list(range(1, 12))
+    assert all(item["mass"] == 1.0 for item in details["transport"])
+    assert details["moved_mass"] == pytest.approx(11 / 12) and details["accuracy"] == 0.0
+
+
+def test_wda_moved_mass_leaves_out_the_misclassified():
+    clean = [{"id": 0, "correct": 0.0}] + [{"id": i, "correct": 1.0} for i in (1, 2, 3)]
+    records = [{"id": i, "robust": 0.0, "perturbation": 0.1} for i in (1, 2, 3)]
+    details = build_attack("wda", {"eps": 0.1, "kappa": 2.0}).aggregate(clean, records)
+    assert details["moved_mass"] == pytest.approx(0.5 * 3 / 4)  # 1/κ of the three attacked points
+    assert details["accuracy"] == pytest.approx(0.5 * 3 / 4)  # (1 − 1/κ)·clean + (1/κ)·0

@@ -9,6 +9,8 @@ threat model). Examples with clean correctness 0 are not attacked and count 0.
 - success rate: the share of clean correctness the attack removed, Σ (correct − robust) / Σ correct
   over the attacked examples (the fraction of attacked examples broken, for a deterministic model);
 - worst case: per example, the minimum over point-wise attacks; averaged over all examples.
+  ``None`` over no attacks: a minimum over an empty set is undefined, and the clean accuracy
+  it would otherwise fall back to is no robust accuracy.
 
 Each comes with its 95% confidence interval (:mod:`suite.intervals`).
 
@@ -87,15 +89,24 @@ def _worst(record: Mapping[str, Any], attacked: Sequence[Records]) -> float:
     return min([record["correct"], *(by_id[record["id"]]["robust"] for by_id in attacked)])
 
 
-def worst_case_robust_accuracy(clean: Sequence[Mapping[str, Any]], attacked: Sequence[Records]) -> float:
-    """Per example, the minimum correctness over attacks; averaged over every example."""
+def worst_case_robust_accuracy(clean: Sequence[Mapping[str, Any]], attacked: Sequence[Records]) -> float | None:
+    """Per example, the minimum correctness over attacks; averaged over every example.
+
+    ``None`` when ``attacked`` is empty (a run of distributional attacks only): there is no
+    point-wise attack to take a minimum over.
+    """
+    if not attacked:
+        return None
     if not clean:
         return 0.0
     return sum(_worst(record, attacked) for record in clean) / len(clean)
 
 
-def worst_case_interval(clean: Sequence[Mapping[str, Any]], attacked: Sequence[Records]) -> list[float]:
-    """95% interval of :func:`worst_case_robust_accuracy` (:func:`suite.intervals.accuracy_interval`)."""
+def worst_case_interval(clean: Sequence[Mapping[str, Any]], attacked: Sequence[Records]) -> list[float] | None:
+    """95% interval of :func:`worst_case_robust_accuracy` (:func:`suite.intervals.accuracy_interval`);
+    ``None`` when ``attacked`` is empty, as the accuracy."""
+    if not attacked:
+        return None
     return list(accuracy_interval([_worst(record, attacked) for record in clean]))
 
 

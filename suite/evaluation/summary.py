@@ -3,7 +3,8 @@
 Point-wise attacks give one entry each (per adversary temperature) and enter the per-example
 worst case, overall and within their threat (:attr:`Threat.label`). Distributional attacks
 compute their own metric over all examples (:meth:`Attack.aggregate`, after the gather) and are
-reported in ``distributional`` only. The clean, point-wise and worst-case accuracies are also
+reported in ``distributional`` only: a run of them alone has no worst case (``None``) and no
+threat models. The clean, point-wise and worst-case accuracies are also
 broken down by class (:mod:`suite.evaluation.per_class`).
 """
 
@@ -74,7 +75,9 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         for run in prepared.runs if run.attack.metric == "distributional"
     }
     threat_models = _threat_models(prepared, clean_records, by_run)
-    one_threat = len(threat_models) <= 1
+    # Exactly one: over none (distributional attacks only) the minimum is undefined (None, never
+    # the clean accuracy); over several it would mix radii.
+    one_threat = len(threat_models) == 1
     pointwise_records = [by_run[run.key] for run in pointwise]
     labels = [ex.label for ex in eval_set.examples]
     calibration = calibration_metrics(clean.logits, labels)
@@ -97,7 +100,6 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         clean_accuracy=accuracy([record["correct"] for record in clean_records]),
         clean_accuracy_ci=list(accuracy_interval([record["correct"] for record in clean_records])),
         attacks=attacks,
-        # Only within one threat: over several ε (or norms, or text levels) it would mix radii.
         worst_case_robust_accuracy=worst_case_robust_accuracy(clean_records, pointwise_records) if one_threat else None,
         worst_case_robust_accuracy_ci=worst_case_interval(clean_records, pointwise_records) if one_threat else None,
         threat_models=threat_models,
@@ -147,7 +149,8 @@ def calibration_after(logits, labels: list[int], adversary: dict[str, Any] | Non
 def _threat_models(prepared: PreparedTask, clean: list[dict[str, Any]],
                    by_run: dict[str, dict[str, dict[str, Any]]]) -> dict[str, ThreatModelEntry]:
     """Point-wise attacks grouped by threat, with the worst case within each group (what a
-    leaderboard entry reports). A transfer attack belongs to its inner attack's threat."""
+    leaderboard entry reports). A transfer attack belongs to its inner attack's threat. Only
+    point-wise attacks make a group, so a run of distributional attacks only has none."""
     groups: dict[str, list[str]] = {}
     threats = {}
     for run in prepared.runs:

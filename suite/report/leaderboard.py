@@ -83,6 +83,11 @@ def _check_results(results: Any, source: str) -> None:
     except ValueError:
         raise ConfigError(f"{source!r}: created {results.created!r} is not an ISO 8601 date and time "
                           "(e.g. 2026-11-23T10:00:00+00:00)") from None
+    if not results.attacks:
+        ran = ", ".join(results.distributional) or "none"
+        raise ConfigError(f"{source!r}: task {results.task!r} ran no point-wise attack (distributional: {ran}), so it "
+                          "has no worst-case robust accuracy to enter: evaluate a point-wise attack too "
+                          "(e.g. --attacks pgd_linf,wda_pp)")
     if not results.threat_models:
         raise ConfigError(f"results of task {results.task!r} have no per-threat-model worst case (written by an "
                           "older advsuite): rerun the same command to refresh results.json (finished records are reused)")

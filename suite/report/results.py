@@ -129,7 +129,8 @@ class ThreatModelEntry(_Strict):
     """The point-wise attacks of one threat (same norm and ε, or same text level)."""
 
     threat: Threat
-    attacks: list[str]
+    #: At least one: a worst case over no point-wise attack is undefined, so no group without one.
+    attacks: list[str] = Field(min_length=1)
     worst_case_robust_accuracy: float = Fraction
     worst_case_robust_accuracy_ci: Interval | None = None
 
@@ -213,7 +214,8 @@ class Results(_Strict):
     attacks: dict[str, AttackEntry]
     #: Per example, the minimum over point-wise attacks (and the clean correctness); averaged.
     #: ``None`` when the attacks span more than one threat (norms, radii or text levels): a
-    #: worst case is only ever taken within one threat (see ``threat_models``).
+    #: worst case is only ever taken within one threat (see ``threat_models``); ``None`` too
+    #: when there is no point-wise attack (distributional attacks only).
     worst_case_robust_accuracy: float | None = Fraction
     worst_case_robust_accuracy_ci: Interval | None = None
     #: Point-wise attacks grouped by threat (:attr:`Threat.label`: ``linf eps=0.03``,
@@ -260,6 +262,15 @@ class Results(_Strict):
         found = strict_json.non_finite(data) if isinstance(data, dict) else None
         if found is not None:
             raise ValueError(f"{found[0]} is {strict_json.spelled(found[1])}: results hold finite numbers only")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_worst_case_without_attacks(cls, data: Any) -> Any:
+        # Earlier files of runs with distributional attacks only hold the clean accuracy as the
+        # worst case (a minimum over no attack); it is no robust accuracy: read it as null.
+        if isinstance(data, dict) and data.get("attacks") == {} and data.get("worst_case_robust_accuracy") is not None:
+            data = dict(data, worst_case_robust_accuracy=None, worst_case_robust_accuracy_ci=None)
         return data
 
 

@@ -181,8 +181,11 @@ class WDA(_Distributional):
         _check_budget("wda", spent, self.eps, self.p)
         clean_accuracy = sum(record["correct"] for record in clean) / max(n, 1)
         moved = sum(robust.get(record["id"], record["correct"]) for record in clean) / max(n, 1)
+        # Eq. 11 puts 1/κ on X̃_i for every i, but a point not attacked (misclassified) or not
+        # perturbed has X̃_i = X_i: that mass stays put and is not counted as moved.
+        moved_mass = share * sum(d > 0 for d in distances) / max(n, 1)
         return {"accuracy": (1 - share) * clean_accuracy + share * moved, "clean_accuracy": clean_accuracy,
-                "adversarial_accuracy": moved, "kappa": self.kappa, "radius": self.radius, "moved_mass": share,
+                "adversarial_accuracy": moved, "kappa": self.kappa, "radius": self.radius, "moved_mass": moved_mass,
                 "transport_cost": spent, "budget": self.eps ** self.p,
                 "wasserstein_bound": spent ** (1 / self.p)}
 
@@ -195,7 +198,8 @@ class WDAPlusPlus(_Distributional):
     Defaults: L∞ (``norm``: linf, l2 or l1), W_1 (``p``: 1 or 2), the 5 most likely rivals
     (``top_k``), up to 20 steps of α (0.6375·ε under L∞, 0.4·ε under L2 and L1), 10 bisections
     (``search_steps``). Records hold each point's flip distance (``extras.distance``; null: no
-    flip found); the results hold the mass each point moved.
+    flip found); the results hold the mass each point moved (``transport``) and their mean
+    (``moved_mass``: misclassified points, which get 1/κ_i = 1 but stay put, are not in it).
     """
 
     # The paper's names (topK, srchiter) are accepted too.
@@ -287,9 +291,13 @@ class WDAPlusPlus(_Distributional):
             accuracy += (1 - mass) * record["correct"] + mass * after
         transport = [{"id": record["id"], "distance": distance, "mass": mass}
                      for record, distance, mass in zip(clean, distances, masses) if mass > 0 and distance > 0]
+        # The paper sets 1/κ_i = 1 where d_i = 0 (Sec. 4, after eq. 11; Algorithm 2), but there
+        # X_adv = X_i: a misclassified point never moves, so moved_mass counts only d_i > 0 (the
+        # mass of `transport`), not Σ 1/κ_i.
         return {"accuracy": accuracy / max(n, 1),
                 "clean_accuracy": sum(record["correct"] for record in clean) / max(n, 1),
-                "moved_mass": sum(masses) / max(n, 1), "transport_cost": spent, "budget": self.eps ** self.p,
+                "moved_mass": sum(item["mass"] for item in transport) / max(n, 1), "transport_cost": spent,
+                "budget": self.eps ** self.p,
                 "wasserstein_bound": spent ** (1 / self.p), "unflipped": sum(math.isinf(d) for d in distances),
                 "transport": transport}
 
