@@ -1,6 +1,6 @@
 """What the distributional evaluation costs, as ratios measured in one process:
 
-- input Jacobians for the certificate: batched with ``torch.func`` (``suite.certify.jacobians``)
+- input Jacobians for the certificate: batched with ``torch.func`` (``suite.wdro.jacobians``)
   against one backward pass per example and class (``jacobians_loop``), on the same images;
 - WDA (kappa = 1, 2) and WDA++ against PGD (20 steps) on the same digits, same radius.
 
@@ -17,7 +17,7 @@ import time
 import torch
 
 from suite.attacks import build_attack
-from suite.certify import jacobians, jacobians_loop
+from suite.wdro import jacobians, jacobians_loop
 from suite.data.config import DatasetConfig
 from suite.data.load import load_eval_set
 from suite.models import load_model

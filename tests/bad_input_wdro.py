@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bad_input_cases import Case
+from tiny_models import save_tiny_bert, save_tiny_timm
 
 OUT = ("--output", "{tmp}/out")
 RUN = ("run", "{tmp}/r.yaml", *OUT)
@@ -18,8 +19,13 @@ def recipe(attacks: str):
     return setup
 
 
-def certify(*extra: str) -> tuple[str, ...]:
-    return ("certify", "--model", "builtin:digits-cnn", "--n", "4", *OUT, *extra)
+def certify(*extra: str, model: str = "builtin:digits-cnn") -> tuple[str, ...]:
+    return ("certify", "--model", model, "--n", "4", *OUT, *extra)
+
+
+def saved(save):
+    """Setup: a tiny model saved by ``save`` into ``m/`` (a local ``hf:`` or ``timm:`` directory)."""
+    return lambda work: save(work / "m")
 
 
 CASES: list[Case] = [
@@ -39,6 +45,15 @@ CASES: list[Case] = [
     Case("certify-unknown-dataset", certify("--dataset", "builtin:nope"), "nope"),
     Case("certify-model-without-scheme", ("certify", "--model", "nonsense", *OUT), "needs a scheme"),
     Case("certify-device-banana", certify("--device", "banana"), "device 'banana' is not a device"),
+    Case("certify-local-hf-text-model", certify(model="hf:{tmp}/m"), "certify works on image models",
+         saved(save_tiny_bert)),
+    Case("certify-ensemble-spec", certify(model="ensemble:0.5*builtin:digits-cnn,0.5*builtin:digits-cnn"),
+         "is a randomized ensemble"),
+    Case("certify-timm-dir-names-no-dataset", certify(model="timm:{tmp}/m"), "names no dataset", saved(save_tiny_timm)),
+    Case("certify-timm-dir-classes-differ", certify("--dataset", "builtin:digits", model="timm:{tmp}/m"),
+         "which has 3 classes", saved(save_tiny_timm)),
+    Case("certify-checkpoint-for-builtin", certify("--checkpoint", "w.safetensors"), "applies to timm: models only"),
+    Case("certify-temperature-zero", certify("--temperature", "0"), "argument --temperature"),
     Case("certify-output-is-a-file", ("certify", "--model", "builtin:digits-cnn", "--output", "{tmp}/taken"),
          "is a file, not a directory", lambda work: (work / "taken").write_text("x\n")),
     Case("certify-output-foreign-files", ("certify", "--model", "builtin:digits-cnn", "--output", "{tmp}/theirs"),

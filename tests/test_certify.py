@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from suite.certify import certify, jacobians, jacobians_loop, operator_norms
+from suite.wdro import certify, jacobians, jacobians_loop, operator_norms
 from suite.data.base import Example
 from suite.evaluation.certification import certification_report
 from suite.models.wrap import from_module
@@ -185,7 +185,7 @@ def test_smooth_and_relu_networks_bound_their_data_jacobians_and_attacks(activat
 
 @pytest.mark.parametrize("norm", ["l2", "linf", "l1"])
 def test_cone_rate_is_the_best_direction_inside_the_cone(norm):
-    from suite.certify.bounds import cone_rate
+    from suite.wdro.bounds import cone_rate
 
     generator = torch.Generator().manual_seed(4)
     constraints = torch.randn(5, 6, generator=generator, dtype=torch.float64)
@@ -264,7 +264,7 @@ def _supremum(weight, bias, examples, loss, norm, eps) -> float:
     """sup over the W_1 ball of E_P[ℓ] for a linear model on R^n, in float64 from its weights:
     E_PN[ℓ] + ε·max_i max_{k≠y_i} ‖w_k − w_{y_i}‖_s (both losses grow at that rate along the
     steepest ray; the margin reaches it, cross-entropy only in the limit)."""
-    from suite.certify.bounds import loss_of
+    from suite.wdro.bounds import loss_of
 
     x = torch.stack([e.input.flatten() for e in examples]).double()
     y = torch.tensor([e.label for e in examples])

@@ -1,6 +1,6 @@
 """The package's layers point one way (DESIGN; docs/architecture.md):
 
-    cli → evaluation → {attacks, calibration, certify, report} → models, data
+    cli → evaluation → {attacks, calibration, wdro, report} → models, data
         → losses, threat, registry, paths, seeding, launch → errors
 
 Every ``import`` in ``suite/`` (module level or inside a function) is read from the source. A
@@ -21,7 +21,7 @@ LAYERS = {
     "strict_json": 1, "lazy": 1,
     "progress": 2,
     "models": 2, "data": 2,
-    "attacks": 3, "calibration": 3, "certify": 3, "report": 3,
+    "attacks": 3, "calibration": 3, "wdro": 3, "report": 3,
     "evaluation": 4, "train": 4,
     "cli": 5, "__main__": 5,
 }

@@ -87,17 +87,9 @@ def evaluate(
         options = replace(options, output=Path(output))
     if options.command is None:
         options = replace(options, command="suite.evaluate(...)")
-    classifier, model_config = _model(model, dataset)
-    eval_set, dataset_config = None, None
-    if isinstance(dataset, (str, DatasetConfig)):
-        config = DatasetConfig(spec=dataset) if isinstance(dataset, str) else dataset
-        dataset_config = config.model_copy(update={"split": split if isinstance(dataset, str) else config.split,
-                                                   "n": n if n is not None else config.n})
-    else:
-        if classifier is None:
-            classifier = load_model(model_config)
-        eval_set = _in_memory(dataset, classifier, n, options.seed)
-        dataset_config = DatasetConfig(spec=f"memory:{eval_set.fingerprint}", split=eval_set.split, n=n)
+    classifier, model_config = resolve_model(model, dataset)
+    classifier, eval_set, dataset_config = resolve_data(dataset, classifier, model_config, split=split, n=n,
+                                                        seed=options.seed)
     try:
         task = TaskConfig(name="evaluate", model=model_config, dataset=dataset_config,
                           attacks=attack_configs(attacks, eps), eps=radii(eps), norm=norm,
@@ -131,19 +123,27 @@ def radii(eps: float | Sequence[float] | None, flag: str = "eps") -> tuple[float
     return values
 
 
-def _model(model: ModelLike, dataset: DatasetLike) -> tuple[Classifier | None, ModelConfig]:
-    """The classifier already in memory (or ``None``: prepare loads the spec) and its config."""
+def resolve_model(model: ModelLike, dataset: DatasetLike | None,
+                  device: str | None = None) -> tuple[Classifier | None, ModelConfig]:
+    """The classifier already in memory (or ``None``: the caller loads the spec) and its config.
+
+    Args:
+        model: Any form :func:`evaluate` takes.
+        dataset: The data it runs on (a plain ``nn.Module`` reads its input size from the images).
+        device: Where a spec or a plain module runs (``None``: the config's own, else CUDA when
+            present); a :class:`Classifier` stays where it is.
+    """
     if isinstance(model, str):
         try:
-            return None, ModelConfig(spec=model)
+            return None, ModelConfig(spec=model, device=device)
         except ValidationError as error:
             raise ConfigError(format_validation_error(error)) from error
     if isinstance(model, ModelConfig):
-        return None, model
+        return None, model if device is None else _with_device(model, device)
     if isinstance(model, tuple) and len(model) == 2:
         from suite.models.wrap import from_transformers
 
-        classifier = from_transformers(*model)
+        classifier = from_transformers(*model, device=device)
     elif isinstance(model, nn.Module):
         from suite.models.wrap import from_module
 
@@ -151,7 +151,7 @@ def _model(model: ModelLike, dataset: DatasetLike) -> tuple[Classifier | None, M
         if not isinstance(images, torch.Tensor) or images.ndim != 4:
             raise ConfigError("a plain nn.Module needs its input size: pass images as an N×C×H×W tensor, or wrap it "
                               "with suite.models.wrap.from_module(module, input_size=...)")
-        classifier = from_module(model, input_size=tuple(images.shape[1:]))
+        classifier = from_module(model, input_size=tuple(images.shape[1:]), device=device)
     elif isinstance(model, Classifier):
         classifier = model
     else:
@@ -162,6 +162,34 @@ def _model(model: ModelLike, dataset: DatasetLike) -> tuple[Classifier | None, M
     loadable = ":" in info.spec.strip(":") and not info.spec.startswith("ensemble:")
     spec = info.spec if loadable else f"memory:{info.spec or type(classifier).__name__}"
     return classifier, ModelConfig(spec=spec, revision=info.revision, temperature=info.temperature)
+
+
+def _with_device(config: ModelConfig, device: str) -> ModelConfig:
+    try:  # validated as a field: a bad device name is one line, as for a spec
+        return ModelConfig.model_validate({**config.model_dump(exclude_unset=True), "device": device})
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error)) from error
+
+
+def resolve_data(dataset: DatasetLike, classifier: Classifier | None, model_config: ModelConfig, *, split: str,
+                 n: int | None, seed: int) -> tuple[Classifier | None, EvalSet | None, DatasetConfig]:
+    """The examples already in memory (or ``None``: the caller loads the config) and their config.
+
+    In-memory data is checked against the model, so a model given as a spec is loaded here
+    (returned with them); a dataset spec leaves both to the caller.
+    """
+    if isinstance(dataset, (str, DatasetConfig)):
+        try:
+            config = DatasetConfig(spec=dataset) if isinstance(dataset, str) else dataset
+            config = config.model_copy(update={"split": split if isinstance(dataset, str) else config.split,
+                                               "n": n if n is not None else config.n})
+        except ValidationError as error:
+            raise ConfigError(format_validation_error(error)) from error
+        return classifier, None, config
+    if classifier is None:
+        classifier = load_model(model_config)
+    eval_set = _in_memory(dataset, classifier, n, seed)
+    return classifier, eval_set, DatasetConfig(spec=f"memory:{eval_set.fingerprint}", split=eval_set.split, n=n)
 
 
 def _in_memory(dataset: DatasetLike, classifier: Classifier, n: int | None, seed: int) -> EvalSet:

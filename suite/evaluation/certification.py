@@ -1,4 +1,4 @@
-"""``advsuite certify``: the W_1 certificate of a model (:mod:`suite.certify`) beside the losses
+"""``advsuite certify``: the W_1 certificate of a model (:mod:`suite.wdro`) beside the losses
 the Wasserstein attacks reach, over a grid of ε.
 
 For each ε the report holds E_PN[ℓ], the certified lower and upper bounds where they exist, the
@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from suite.attacks import build_attack
-from suite.certify import certify
-from suite.certify.bounds import CertLoss, CostNorm, loss_of
+from suite.wdro import certify
+from suite.wdro.bounds import CertLoss, CostNorm, loss_of
 from suite.data.base import Example
 from suite.evaluation.scoring import clean_scores
 from suite.models.base import Classifier

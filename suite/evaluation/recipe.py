@@ -138,7 +138,7 @@ NO_ADVERSARY = AdversaryConfig(kinds=("none",))
 
 
 class CertifyConfig(BaseModel):
-    """A task's WDRO certificate (:mod:`suite.certify`): the bounds over ``eps`` for the W_1 ball
+    """A task's WDRO certificate (:mod:`suite.wdro`): the bounds over ``eps`` for the W_1 ball
     with cost ``norm``, and the W_1 losses WDA / WDA++ reach (``certificate.{json,png}``).
 
     Attributes:

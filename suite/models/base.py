@@ -133,7 +133,7 @@ class Classifier(ABC):
     def float64_logits(self, batch: torch.Tensor) -> torch.Tensor | None:
         """Image models: the logits of ``batch`` computed in float64 on the CPU, N×C; ``None``
         where the suite cannot. Certificates evaluate eq. 17's far point with it, where float32
-        rounding would exceed the supremum they bound (:mod:`suite.certify.bounds`)."""
+        rounding would exceed the supremum they bound (:mod:`suite.wdro.bounds`)."""
         return None
 
     def cell_support(self) -> str | None:

@@ -4,6 +4,6 @@ the W_1 ball, sup_{W_1(P, P_N) ≤ ε} E_P[ℓ], from the model's input Jacobian
 
 from __future__ import annotations
 
-from suite.certify.bounds import Certificate, certify, jacobians, jacobians_loop, operator_norms
+from suite.wdro.bounds import Certificate, certify, jacobians, jacobians_loop, operator_norms
 
 __all__ = ["Certificate", "certify", "jacobians", "jacobians_loop", "operator_norms"]
