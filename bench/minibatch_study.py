@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from suite.cli.run import run_loaded
+import suite
 from suite.evaluation.recipe import load_recipe
+from suite.report.study import study_rows, study_table
 
 RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "batch_size_study.yaml"
 
@@ -45,7 +46,10 @@ def main() -> None:
     axes = {"batch_size": args.batch_sizes, "params": params, **({"seeds": args.seeds} if args.seeds else {})}
     sweep = recipe.sweep.model_copy(update=axes)
     tasks = recipe.tasks if args.tasks is None else tuple(t for t in recipe.tasks if t.name in args.tasks.split(","))
-    run_loaded(recipe.model_copy(update={"sweep": sweep, "tasks": tasks}), args.output, args.overwrite, args.limit)
+    study = recipe.model_copy(update={"sweep": sweep, "tasks": tasks})
+    results = suite.run_recipe(study, args.output, limit=args.limit, overwrite=args.overwrite)
+    print(study_table(study_rows(results, sweep.params)))
+    print(f"\nstudy: {args.output / 'study.csv'}, {args.output / 'study.png'}")
 
 
 if __name__ == "__main__":

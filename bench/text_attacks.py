@@ -62,9 +62,7 @@ def train(data: Path, directory: Path, epochs: int, lr: float) -> float:
 
 
 def illusion(model_dir: Path, data: Path, n: int, opt_n: int, output: Path) -> list:
-    from suite.evaluation.options import RunOptions
-    from suite.evaluation.recipe import parse_recipe
-    from suite.evaluation.tasks import run_tasks
+    import suite
     from suite.report.table import adversary_table, results_table
 
     def task(name: str, temperature: float) -> dict:
@@ -76,10 +74,8 @@ def illusion(model_dir: Path, data: Path, n: int, opt_n: int, output: Path) -> l
             "adversary": {"kinds": ["none", "cal", "opt"], "split": "validation", "n": 200, "opt_n": opt_n},
         }
 
-    recipe = parse_recipe({"name": "bench-text", "tasks": [task("base", 1.0), task("upconf", 0.005),
-                                                          task("downconf", 2e6)]})
-    options = RunOptions(seed=recipe.seed, batch_size=recipe.batch_size, output=output, subdirs=True, overwrite=True)
-    results = run_tasks(recipe.tasks, options)
+    recipe = {"name": "bench-text", "tasks": [task("base", 1.0), task("upconf", 0.005), task("downconf", 2e6)]}
+    results = suite.run_recipe(recipe, output, overwrite=True)
     print(results_table(results))
     print(adversary_table(results))
     return results
@@ -155,9 +151,10 @@ def _methods(scale: float) -> dict[str, tuple[str, dict]]:
 def protocol(args: argparse.Namespace, workdir: Path) -> dict:
     import torch
 
-    from suite.cli.run import run_loaded
-    from suite.evaluation.recipe import parse_recipe
+    import suite
     from suite.models.builtin import train_word_bert
+    from suite.report.ior import format_table, ior_tables
+    from suite.report.table import results_table
     from suite.train import TrainConfig
     from suite.train import train as train_model
 
@@ -219,8 +216,11 @@ def protocol(args: argparse.Namespace, workdir: Path) -> dict:
     tasks.append({"name": "sweep", "model": f"hf:{workdir}/base-s{{seed}}", "dataset": dataset,
                   "temperatures": [0.001, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 1000, 1e6],
                   "attacks": ["deepwordbug"], "adversary": {"kinds": ["none"]}})
-    recipe = parse_recipe({"name": "bench-ior", "tasks": tasks, "sweep": {"seeds": list(args.seeds)}})
-    results = run_loaded(recipe, args.output or workdir / "runs", overwrite=False)
+    recipe = {"name": "bench-ior", "tasks": tasks, "sweep": {"seeds": list(args.seeds)}}
+    results = suite.run_recipe(recipe, args.output or workdir / "runs")  # a rerun resumes
+    print(results_table(results))
+    for title, rows in ior_tables(results).items():
+        print(f"\n{title}\n{format_table(rows)}")
     return {"trained": trained, "tasks": [result.task for result in results]}
 
 

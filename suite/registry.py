@@ -175,15 +175,7 @@ class Registry(Generic[T]):
 
     def unknown_message(self, name: str) -> str:
         """The one-line answer to an unknown ``name``."""
-        names = self.names()
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-        message = f"unknown {self.kind} {name!r}."
-        if close:
-            message += f" Did you mean: {', '.join(close)}?"
-        message += f" Available: {', '.join(names) or '(none)'}."
-        if self.list_command:
-            message += f" See `{self.list_command}`."
-        return message
+        return unknown_name_message(self.kind, name, self.names(), self.list_command)
 
     def describe(self, name: str) -> str:
         """First docstring line of the entry (without importing lazy entries; a plugin's entry
@@ -210,6 +202,19 @@ class Registry(Generic[T]):
     def __len__(self) -> int:
         self._discover()
         return len(self._entries)
+
+
+def unknown_name_message(kind: str, name: str, names: list[str], list_command: str | None = None) -> str:
+    """The one-line answer to an unknown ``name`` of ``kind``: the closest of ``names``, all of
+    them, and the command that lists them (what every registry says)."""
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    message = f"unknown {kind} {name!r}."
+    if close:
+        message += f" Did you mean: {', '.join(close)}?"
+    message += f" Available: {', '.join(names) or '(none)'}."
+    if list_command:
+        message += f" See `{list_command}`."
+    return message
 
 
 def _import(entry: str) -> Any:

@@ -153,10 +153,10 @@ tasks:
 
 def _tasks_run_with(argv: list[str], monkeypatch, tmp_path: Path) -> list:
     """The tasks ``advsuite run`` hands to the runner (which is not run)."""
-    import suite.evaluation.tasks
+    import suite.evaluation.recipe_run
 
     handed = []
-    monkeypatch.setattr(suite.evaluation.tasks, "run_tasks", lambda tasks, options, **_: handed.extend(tasks) or [])
+    monkeypatch.setattr(suite.evaluation.recipe_run, "run_tasks", lambda tasks, options, **_: handed.extend(tasks) or [])
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as caught:
         main(argv)

@@ -140,7 +140,7 @@ def test_a_fixed_norm_attack_of_another_norm_is_refused_at_a_declared_radius():
 def test_training_writes_the_threat_model_into_the_card():
     from suite.train import method_for
     from suite.train.config import TrainConfig
-    from suite.train.loop import training_card
+    from suite.train.image import training_card
 
     config = TrainConfig(model="timm:test_resnet", dataset="builtin:digits", method="pgd_at",
                          method_params={"eps": 0.1})

@@ -11,9 +11,9 @@ import torch
 from suite.attacks.text.resources import NLTK, missing
 from suite.data.builtin import sentiment
 from suite.models import load_model
-from suite.models.trainable_text import TrainableText
+from suite.models.trainable import TrainableText
 from suite.seeding import example_generator
-from suite.train import TrainConfig, build_text_method, train
+from suite.train import TrainConfig, build_method, train
 from suite.train import text_methods
 
 
@@ -39,7 +39,7 @@ def test_ddi_at_weights_its_two_gradients_by_the_closed_form_and_steps_along_a_u
     monkeypatch.setattr(text_methods, "gram_matrix", spy)
     model = TrainableText.from_classifier(init_model)
     try:
-        method = build_text_method("ddi_at", {"adversaries": 2, "eps": 0.1, "alpha": 0.003, "init": 0.005})
+        method = build_method("ddi_at", "text", {"adversaries": 2, "eps": 0.1, "alpha": 0.003, "init": 0.005})
         model.module.zero_grad(set_to_none=True)
         batch, labels, generators = _batch(model)
         method.backward(model, batch, labels, generators)
@@ -67,7 +67,7 @@ def test_ddi_at_without_normalisation_steps_along_the_raw_min_norm_point(init_mo
     monkeypatch.setattr(text_methods, "weights_from_gram", spy)
     model = TrainableText.from_classifier(init_model)
     try:
-        method = build_text_method("ddi_at", {"normalize": "none", "eps": 0.1, "alpha": 0.003, "init": 0.005})
+        method = build_method("ddi_at", "text", {"normalize": "none", "eps": 0.1, "alpha": 0.003, "init": 0.005})
         model.module.zero_grad(set_to_none=True)
         batch, labels, generators = _batch(model)
         stats = method.backward(model, batch, labels, generators)
@@ -84,7 +84,7 @@ def test_embedding_pgd_respects_the_ball_and_does_not_depend_on_the_batch(init_m
     model = TrainableText.from_classifier(init_model)
     model.eval()  # no dropout: the comparison is exact up to float noise
     try:
-        method = build_text_method("pgd_k", {"eps": 0.05, "alpha": 0.02, "init": 0.01, "steps": 4})
+        method = build_method("pgd_k", "text", {"eps": 0.05, "alpha": 0.02, "init": 0.01, "steps": 4})
         batch, labels, _ = _batch(model, 6)
         delta = method.pgd(model, batch, labels, [example_generator(0, "pgd", i) for i in range(6)])
         norms = torch.linalg.vector_norm(delta.flatten(1), dim=1)

@@ -24,7 +24,7 @@ from suite.losses import margin
 from suite.models.trainable import TrainableImage
 from suite.seeding import example_generator
 from suite.train import TrainConfig, build_method, train
-from suite.train.methods import target_weights
+from suite.train.image_methods import target_weights
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ("standard", "fgsm_at", "pgd_at", "trades", "mart", "beta_at", "sbeta_at")
@@ -53,7 +53,7 @@ def _params(name: str) -> dict:
 @pytest.mark.parametrize("name", METHODS)
 def test_each_method_lowers_its_training_loss(name, batch):
     x, y, ids = batch
-    method = build_method(name, _params(name))
+    method = build_method(name, "image", _params(name))
     model = tiny_model()
     generators = lambda: [example_generator(0, "test", i) for i in ids]  # noqa: E731 - the same starts each time
     optimiser = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -66,6 +66,21 @@ def test_each_method_lowers_its_training_loss(name, batch):
         optimiser.step()
     assert all(math.isfinite(value) for value in losses)
     assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_one_registry_keys_methods_by_name_and_modality():
+    from suite.cli.train import IMAGE_METHODS, TEXT_METHODS
+    from suite.errors import UnknownNameError
+    from suite.train import METHODS
+
+    assert METHODS.names("image") == sorted(IMAGE_METHODS) and METHODS.names("text") == sorted(TEXT_METHODS)
+    assert METHODS.modalities("standard") == ["image", "text"]  # one name, a method per modality
+    assert type(build_method("standard", "image")) is not type(build_method("standard", "text"))
+    assert build_method("pgd_k", "text").modality == "text" and build_method("pgd_at", "image").name == "pgd_at"
+    with pytest.raises(UnknownNameError, match=r"unknown image training method 'pgdat'\. Did you mean: pgd_at"):
+        build_method("pgdat", "image")
+    with pytest.raises(UnknownNameError, match="training method 'ddi_at' trains text models, not image models"):
+        build_method("ddi_at", "image")
 
 
 def test_sbeta_weights_are_the_mu_softmax_of_the_margins():

@@ -22,9 +22,9 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from suite.cli.run import run_recipe
+    from suite.cli.run import run_and_report
 
-    results = run_recipe("quickstart", args.output, args.overwrite, wait=args.wait)
+    results = run_and_report("quickstart", args.output, args.overwrite, wait=args.wait)
     if results and not args.no_leaderboard:
         from suite.report import leaderboard
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from suite import __version__
+from suite.version import __version__
 from suite.cli import certify, compare, demo, evaluate, export, leaderboard, ls, prefetch, run, train, validate
 from suite.errors import SuiteError
 from suite.launch import launch

@@ -30,82 +30,48 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(handler=handle)
 
 
-def _limited(task, limit: int):
-    """``task`` evaluating at most ``limit`` examples (a seeded subsample, as ``n`` is); an
-    adversary fits its temperatures on at most ``limit`` examples of its split, and its ``opt``
-    search runs on at most ``limit`` examples too."""
-    n = limit if task.dataset.n is None else min(task.dataset.n, limit)
-    update = {"dataset": task.dataset.model_copy(update={"n": n})}
-    if task.adversary is not None:
-        capped = {"opt_n": min(task.adversary.opt_n, limit)}
-        if task.adversary.split is not None:  # else it fits on the evaluated examples, capped above
-            capped["n"] = limit if task.adversary.n is None else min(task.adversary.n, limit)
-        update["adversary"] = task.adversary.model_copy(update=capped)
-    return task.model_copy(update=update)
-
-
-def run_recipe(recipe_ref: str, output: Path | None, overwrite: bool, limit: int | None = None,
-               log_samples: bool = False, wait: bool = False, deterministic: bool = False) -> list:
-    from suite.evaluation.recipe import load_recipe
-    from suite.evaluation.recipes_dir import resolve_recipe
-
-    return run_loaded(load_recipe(resolve_recipe(recipe_ref)), output, overwrite, limit, log_samples, wait,
-                      deterministic)
-
-
-def run_loaded(recipe, output: Path | None, overwrite: bool, limit: int | None = None, log_samples: bool = False,
-               wait: bool = False, deterministic: bool = False) -> list:
-    """Run a validated :class:`~suite.evaluation.recipe.Recipe`; print its report (and its study
-    table, for a batch-size sweep; its α table and plot, for an ensemble's α sweep)."""
-    from suite.cli.common import print_report
+def run_and_report(recipe_ref, output: Path | None, overwrite: bool, limit: int | None = None,
+                   log_samples: bool = False, wait: bool = False, deterministic: bool = False) -> list:
+    """Run a recipe (a file, a shipped recipe's name, or a loaded
+    :class:`~suite.evaluation.recipe.Recipe`) with :func:`suite.run_recipe`, into ``output``
+    (default ``runs/<recipe name>``); print its report and the recipe's tables."""
     from suite.evaluation.options import RunOptions
-    from suite.evaluation.tasks import run_tasks
+    from suite.evaluation.recipe_run import as_recipe, run_recipe
 
+    recipe = as_recipe(recipe_ref)
     output = output or Path("runs") / (recipe.name if limit is None else f"{recipe.name}-limit{limit}")
-    tasks = recipe.expanded_tasks()
-    if limit is not None:
-        tasks = [_limited(task, limit) for task in tasks]
-    options = RunOptions(seed=recipe.seed, batch_size=recipe.batch_size, output=output, subdirs=True,
-                         overwrite=overwrite, wait=wait, log_samples=log_samples, deterministic=deterministic)
-    results = run_tasks(tasks, options, skip_unavailable=True)
-    if not results:  # not the main process of a multi-process launch
-        return results
-    print_report(results, options, log_samples)
-    from suite.report.table import adversary_rows, has_adversaries
-
-    if has_adversaries(results):
-        from suite.report.study import write_csv
-
-        print(f"\nadversary table: {write_csv(adversary_rows(results), output / 'adversary_table.csv')}")
-    from suite.report.ior import applies, format_table, ior_tables, write_ior
-
-    if applies(results):
-        tables = ior_tables(results)
-        for title, rows in tables.items():
-            print(f"\n{title}\n{format_table(rows)}")
-        from suite.text import printable
-
-        files = write_ior(tables, output, results)
-        print(f"\nillusion-of-robustness tables: {', '.join(printable(str(path)) for path in files)}")
-    if recipe.sweep is not None and recipe.sweep.batch_size:
-        from suite.report.study import study_rows, study_table, write_study
-
-        rows = study_rows(results, recipe.sweep.params)
-        print(f"\n{study_table(rows)}")
-        csv_path, png_path = write_study(rows, output, title=f"{recipe.name}: success rate vs batch size")
-        print(f"\nstudy: {csv_path}, {png_path}")
-    if recipe.sweep is not None and recipe.sweep.alphas:
-        from suite.report.ensemble_sweep import alpha_rows, alpha_table, write_alpha_sweep
-
-        from suite.text import printable
-
-        rows = alpha_rows(results)
-        print("\n" + "\n".join(printable(line) for line in alpha_table(rows).splitlines()))  # model names: escaped
-        csv_path, png_path = write_alpha_sweep(rows, output, title=f"{recipe.name}: robust accuracy vs alpha")
-        print(f"\nalpha sweep: {printable(str(csv_path))}, {printable(str(png_path))}")
+    results = run_recipe(recipe, output, limit=limit, overwrite=overwrite, wait=wait, log_samples=log_samples,
+                         deterministic=deterministic, command=RunOptions().command_line)
+    if results:  # else not the main process of a multi-process launch
+        _print_tables(recipe, results, output, log_samples)
     return results
 
 
+#: Its earlier name, which tests still use (tests/test_text_training.py, test_illusion.py, ...).
+run_loaded = run_and_report
+
+
+def _print_tables(recipe, results: list, output: Path, log_samples: bool) -> None:
+    """The report, then the tables :func:`suite.run_recipe` wrote (IoR, batch-size study, α sweep)."""
+    from suite.cli.common import print_report
+    from suite.evaluation.options import RunOptions
+    from suite.report.ior import applies, format_table, ior_tables
+    from suite.text import printable
+
+    print_report(results, RunOptions(output=output, subdirs=True), log_samples)
+    if applies(results):
+        for title, rows in ior_tables(results).items():
+            print(f"\n{title}\n{format_table(rows)}")
+    if recipe.sweep is not None and recipe.sweep.batch_size:
+        from suite.report.study import study_rows, study_table
+
+        print(f"\n{study_table(study_rows(results, recipe.sweep.params))}")
+    if recipe.sweep is not None and recipe.sweep.alphas:
+        from suite.report.ensemble_sweep import alpha_rows, alpha_table
+
+        print("\n" + "\n".join(printable(line) for line in alpha_table(alpha_rows(results)).splitlines()))  # names
+
+
 def handle(args: argparse.Namespace) -> int:
-    run_recipe(args.recipe, args.output, args.overwrite, args.limit, args.log_samples, args.wait, args.deterministic)
+    run_and_report(args.recipe, args.output, args.overwrite, args.limit, args.log_samples, args.wait, args.deterministic)
     return 0

@@ -192,7 +192,7 @@ def _copy_pass(prepared: PreparedTask, run: AttackRun, twin: AttackRun, temperat
 
 def _copy_image(directory: Path, twin: str, key: str, example_id: str) -> None:
     """``--log-samples``: the adversarial image ``twin`` saved, under ``key`` too (images only)."""
-    from suite.report.samples import image_path
+    from suite.report.sample_files import image_path
 
     source, target = image_path(directory, twin, example_id), image_path(directory, key, example_id)
     if source.exists():

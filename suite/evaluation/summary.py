@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from suite import __version__
+from suite.version import __version__
 from suite.calibration import calibration_metrics
 from suite.evaluation.adversary import temperature_of
 from suite.evaluation.illusion import illusion_findings

@@ -1,9 +1,17 @@
-"""A timm image classifier under training: what :mod:`suite.train` needs of a model.
+"""A classifier under training: what :mod:`suite.train` needs of a model, for either modality.
 
 Training needs the parameters, the train/eval modes, the weights as tensors (to checkpoint and
-resume) and a way to save a ``timm:<dir>`` directory; attacks need the usual
-:class:`~suite.models.base.Classifier` view of the same weights. :class:`TrainableImage` gives
-both, so nothing outside ``suite/models`` reaches into a module.
+resume) and a way to save a model directory (``timm:<dir>`` or ``hf:<dir>``); attacks need the
+usual :class:`~suite.models.base.Classifier` view of the same weights. :class:`Trainable` gives
+both, so nothing outside ``suite/models`` reaches into a module. Each modality adds the view its
+training methods perturb:
+
+- :class:`TrainableImage`: logits of [0, 1] pixels (image methods perturb the pixels);
+- :class:`TrainableText`: the tokenised batch, its word embeddings and logits from (perturbed)
+  embeddings. Embedding-space adversarial training ("Extreme Confidence and the Illusion of
+  Robustness", App. A and C; TextDefender's trainers, which the paper defers to) perturbs the
+  output of the word-embedding lookup (``get_input_embeddings()``, before position embeddings
+  and LayerNorm) and feeds the sum to the model as ``inputs_embeds``.
 """
 
 from __future__ import annotations
@@ -17,14 +25,12 @@ import torch
 
 from suite.errors import ConfigError
 from suite.models.base import Classifier, ModelInfo, weights_hash
+from suite.models.hf_text import HFTextClassifier
 from suite.models.timm_image import TimmImageClassifier, _build, save_timm_dir
 
 
 class Trainable:
-    """What every model under training shares: its classifier, modes, checkpoint state and hash.
-
-    The text twin is :class:`suite.models.trainable_text.TrainableText`.
-    """
+    """What every model under training shares: its classifier, modes, checkpoint state and hash."""
 
     classifier: Classifier
 
@@ -121,3 +127,51 @@ class TrainableImage(Trainable):
         save_timm_dir(Path(directory), classifier.module, self.architecture, input_size=classifier.input_size,
                       mean=tuple(classifier.mean.flatten().tolist()), std=tuple(classifier.std.flatten().tolist()),
                       label_names=list(classifier.labels), model_args=self.model_args)
+
+
+class TrainableText(Trainable):
+    """The weights of an ``hf:`` sequence classifier being trained, and a classifier view of them."""
+
+    def __init__(self, classifier: HFTextClassifier) -> None:
+        self.classifier = classifier
+        self.train()
+
+    @classmethod
+    def from_classifier(cls, classifier: Classifier) -> TrainableText:
+        """Fine-tune a loaded ``hf:`` (or built-in text) model in place."""
+        if not isinstance(classifier, HFTextClassifier):
+            raise ConfigError(f"{classifier.info.name} is not a Hugging Face text classifier: text adversarial "
+                              "training takes hf:<dir> and built-in text models")
+        return cls(classifier)
+
+    def encode(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        """The tokenised batch (dynamic padding), on the model's device."""
+        return self.classifier.tokenize(list(texts))
+
+    def embed(self, encoded: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Word embeddings of the batch, B×L×d, with the graph to the embedding matrix."""
+        return self.module.get_input_embeddings()(encoded["input_ids"])
+
+    def embedding_matrix(self) -> torch.Tensor:
+        """The word-embedding matrix (vocabulary × d), as a parameter (gradients flow into it)."""
+        return self.module.get_input_embeddings().weight
+
+    def logits(self, encoded: dict[str, torch.Tensor], embeddings: torch.Tensor | None = None) -> torch.Tensor:
+        """Float logits of the batch, from ``embeddings`` (perturbed word embeddings) when given."""
+        rest = {key: value for key, value in encoded.items() if key != "input_ids"}
+        if embeddings is None:
+            return self.module(input_ids=encoded["input_ids"], **rest).logits.float()
+        return self.module(inputs_embeds=embeddings, **rest).logits.float()
+
+    def vocabulary(self) -> dict[str, int]:
+        """Token → id of the tokenizer."""
+        return dict(self.classifier.tokenizer.get_vocab())
+
+    def special_ids(self) -> set[int]:
+        return set(int(i) for i in self.classifier.tokenizer.all_special_ids)
+
+    def save(self, directory: Path) -> None:
+        """Write an ``hf:<dir>`` model directory (``save_pretrained``: safetensors, config and tokenizer)."""
+        directory = Path(directory)
+        self.module.save_pretrained(directory, safe_serialization=True)
+        self.classifier.tokenizer.save_pretrained(directory)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from suite import strict_json
+import suite.strict_json as strict_json
 from suite.paths import atomic_write_text
 from suite.report.figures import save_figure
 from suite.report.table import format_rows

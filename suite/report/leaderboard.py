@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from suite import strict_json
+import suite.strict_json as strict_json
 from suite.errors import ConfigError
 from suite.intervals import wilson_interval
 from suite.paths import atomic_write_text

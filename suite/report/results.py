@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from suite import strict_json
+import suite.strict_json as strict_json
 from suite.paths import atomic_write_text
 from suite.threat import Access, Metric, Threat
 

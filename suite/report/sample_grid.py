@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from suite.report.sample_files import SAMPLES_DIR, image_path, safe_name
+
 #: Rows per grid: a 10,000-example run still draws a picture one can look at.
 MAX_ROWS = 16
 #: Smallest width (and height) of a cell in pixels; images are enlarged by an integer factor.
@@ -135,8 +137,6 @@ def select_rows(directory: Path, attack: str, examples: Sequence[Any], clean: di
                 by_id: dict[str, dict[str, Any]], name: Callable[[int], str]) -> tuple[list[Row], int]:
     """The first :data:`MAX_ROWS` attacked examples (in evaluation order) with both images saved,
     and the number of attacked examples left out: no image saved, or one of another size."""
-    from suite.report.samples import image_path
-
     rows, missing = [], 0
     for example in examples:
         result = by_id.get(example.id)
@@ -228,8 +228,6 @@ def _text(draw: Any, font: Any, xy: tuple[int, int], text: str, width: int, colo
 
 def grid_name(attack: str) -> str:
     """File name of ``attack``'s grid inside ``samples/``."""
-    from suite.report.samples import safe_name
-
     return f"grid-{safe_name(attack)}.png"
 
 
@@ -239,8 +237,6 @@ def grid_section(directory: Path, examples: Sequence[Any], clean: dict[str, dict
 
     ``clean`` and ``attacks[key]`` map example ids to records (a clean record may carry the
     clean ``confidence``); the clean images must already be saved."""
-    from suite.report.samples import SAMPLES_DIR
-
     lines = [f"**Grids**: per attack, the first {MAX_ROWS} attacked examples with saved images, one per row: "
              "clean | adversarial | the difference |adversarial - clean|, amplified so that the largest "
              "difference in the grid is white (the factor is printed on the grid). Confidence is the served "

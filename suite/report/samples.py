@@ -15,26 +15,13 @@ For image models the file opens with one grid per attack, ``samples/grid-<attack
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from suite.paths import atomic_write_text
+from suite.report.sample_files import SAMPLES_FILE, image_path
 from suite.report.sample_grid import CONFIDENCE_KEY, PREDICTION_KEY, grid_section, read_served
-
-SAMPLES_FILE = "samples.md"
-SAMPLES_DIR = "samples"
-
-
-def safe_name(name: str) -> str:
-    """A file-name-safe form of an example id or attack key."""
-    return re.sub(r"[^A-Za-z0-9._@=-]+", "_", name)[:120] or "_"
-
-
-def image_path(directory: Path, attack: str, example_id: str) -> Path:
-    """Where the PNG of ``example_id`` under ``attack`` (or ``clean``) is saved."""
-    return Path(directory) / SAMPLES_DIR / safe_name(attack) / f"{safe_name(example_id)}.png"
 
 
 def save_adversarial(directory: Path, attack: str, example_id: str, adversarial: Any,

@@ -10,11 +10,12 @@ import torch
 from pydantic import Field, PrivateAttr
 
 from suite.losses import cross_entropy
-from suite.models.trainable_text import TrainableText
-from suite.train.text_methods import _MAX_STEPS, Batch, TextMethod, _mask, gradient_norm, register_text_method
+from suite.models.trainable import TrainableText
+from suite.train.methods import MAX_STEPS, register_method
+from suite.train.text_methods import Batch, TextMethod, gradient_norm, token_mask
 
 
-@register_text_method("ascc")
+@register_method("ascc")
 class ASCC(TextMethod):
     """ASCC (Dong et al., ICLR 2021, "Towards robustness against natural language word
     substitutions"; the paper's ``ascc`` baseline with App. C's α = 10, β = 40).
@@ -37,7 +38,7 @@ class ASCC(TextMethod):
     neighbour slots, TextDefender's init over the padded batch).
     """
 
-    steps: int = Field(5, ge=1, le=_MAX_STEPS)
+    steps: int = Field(5, ge=1, le=MAX_STEPS)
     entropy_weight: float = Field(10.0, ge=0, allow_inf_nan=False)
     beta: float = Field(40.0, ge=0, allow_inf_nan=False)
     neighbours: int = Field(8, ge=1, le=100)
@@ -76,7 +77,7 @@ class ASCC(TextMethod):
 
     def _start(self, mask: torch.Tensor, batch: Batch, generators: list[torch.Generator]) -> torch.Tensor:
         weights = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
-        tokens = _mask(batch, weights)
+        tokens = token_mask(batch, weights)
         for row, generator in enumerate(generators):
             positions = tokens[row].nonzero().flatten()
             std = math.sqrt(2.0 / max(1, len(positions) * mask.shape[-1]))

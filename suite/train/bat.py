@@ -32,7 +32,8 @@ from suite.errors import ConfigError
 from suite.losses import cross_entropy
 from suite.models.base import Classifier
 from suite.models.ensemble import RandomizedEnsemble
-from suite.train.methods import _Stepped, register_method
+from suite.train.image_methods import _Stepped
+from suite.train.methods import register_method
 
 #: The α grid of the search: 0.5 to 1 in steps of 0.05 (the official evaluation's sweep).
 ALPHA_GRID = tuple(round(0.5 + 0.05 * step, 2) for step in range(11))

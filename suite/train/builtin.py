@@ -64,15 +64,15 @@ def train_digits_bat(directory: Path) -> None:
     validation digits neither member trained on), kept in :data:`BAT_ALPHA_FILE`."""
     import json
 
-    from suite.data.base import Example
     from suite.models import load_model
     from suite.models.timm_image import load_timm
     from suite.train.bat import alpha_search
-    from suite.train.loop import _prepare
+    from suite.train.image import ImageTraining
+    from suite.train.methods import method_for
 
     _train("digits-cnn-bat", directory)
-    _, _, val_set = _prepare(RECIPES["digits-cnn-bat"])
-    examples = [Example(i, x, int(y)) for i, x, y in zip(val_set.ids, val_set.x, val_set.y)]
+    recipe = RECIPES["digits-cnn-bat"]
+    examples = ImageTraining(recipe, method_for(recipe)).prepare().val
     first = load_model("builtin:digits-cnn-at")
     second = load_timm(str(directory), ModelConfig(spec=f"timm:{directory}"))
     search = alpha_search(first, second, examples, eps=DIGITS_AT_EPS)

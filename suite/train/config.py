@@ -25,7 +25,7 @@ class TrainConfig(BaseModel):
     Attributes:
         model: ``timm:<architecture>`` (fresh weights), ``timm:<dir>`` or ``builtin:<image model>``
             (fine-tuned); or a text model, ``hf:<dir>`` or ``builtin:<text model>``, fine-tuned
-            by :mod:`suite.train.text_loop` (AdamW; fields left unset take
+            as :mod:`suite.train.text` says (AdamW; fields left unset take
             :data:`TEXT_DEFAULTS`; ``momentum`` and ``eval_steps`` are unused).
         model_args: Extra ``timm.create_model`` arguments of a fresh architecture.
         dataset: Training data, as for ``advsuite evaluate``; ``split`` is trained on.
@@ -34,8 +34,9 @@ class TrainConfig(BaseModel):
         val_n: Validate on at most this many held-out examples each epoch (the same ones).
         input_size / num_classes: A fresh architecture on a non-built-in dataset: the image size
             (C, H, W) and class count (built-in datasets give both).
-        method / method_params: The training method (:data:`suite.train.methods.METHODS`) and its
-            knobs (eps, norm, steps, alpha, lam, mu, targets, lr).
+        method / method_params: The training method of the model's modality
+            (:data:`suite.train.methods.METHODS`) and its knobs (eps, norm, steps, alpha, lam, mu,
+            targets, lr; text: eps, alpha, init, steps, adversaries, normalize, max_grad_norm...).
         epochs, batch_size, lr, momentum, weight_decay: SGD with momentum and a piecewise
             schedule: lr × 0.1 after half the epochs and × 0.01 after three quarters (Rice et al.'s
             100 and 150 of 200, which Robey et al. follow).

@@ -1,7 +1,7 @@
 """Adversarial training of text classifiers in embedding space: DDi-AT and the baselines of
 "Extreme Confidence and the Illusion of Robustness in Adversarial Training" (App. A and C).
 
-Every method perturbs the word embeddings of a batch (:class:`~suite.models.trainable_text.
+Every method perturbs the word embeddings of a batch (:class:`~suite.models.trainable.
 TrainableText`) and leaves the parameter gradients of one optimiser step in ``.grad``
 (:meth:`TextMethod.backward`); the loop clips them at ``max_grad_norm`` and steps AdamW.
 
@@ -22,76 +22,35 @@ inner attacks, as in TextDefender.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import Field, PrivateAttr
 
 from suite.data.base import Example
-from suite.errors import ConfigError, format_validation_error
+from suite.errors import ConfigError
 from suite.losses import cross_entropy
-from suite.models.trainable_text import TrainableText
-from suite.registry import Registry
+from suite.models.trainable import TrainableText
+from suite.train.methods import MAX_STEPS, TrainMethod, register_method
 from suite.train.simplex import gram_matrix, weights_from_gram
 
-TEXT_METHODS: Registry = Registry("text training method", list_command="advsuite train --help")
-_MAX_STEPS = 10_000
 Batch = dict[str, torch.Tensor]
 
 
-class TextMethod(BaseModel):
-    """Base of the text training methods.
+class TextMethod(TrainMethod):
+    """Base of the text training methods: :meth:`backward` returns ``loss`` and ``grad_norm``
+    (the gradient's norm before any clipping or normalisation).
 
     Fields:
         max_grad_norm: Clip the parameter gradient's global L2 norm to this before each step
             (TextDefender's trainers clip at 1.0); ``None``: no clipping.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-    name: ClassVar[str]
     modality: ClassVar[str] = "text"
     max_grad_norm: float | None = Field(1.0, gt=0, allow_inf_nan=False)
 
-    def backward(self, model: TrainableText, batch: Batch, labels: torch.Tensor,
-                 generators: list[torch.Generator]) -> dict[str, float]:
-        """Put one step's parameter gradients in ``.grad`` (they start at zero); returns what
-        the log averages over the epoch: ``loss`` and ``grad_norm`` (the gradient's norm
-        before any clipping or normalisation)."""
-        raise NotImplementedError
-
-    def augment(self, examples: Sequence[Example], seed: int) -> list[Example]:
-        """Examples added to the training set before the first epoch (``aug``); none by default."""
-        return []
-
-    def augment_log(self) -> dict[str, Any]:
-        """What the first epoch's log line says about :meth:`augment`'s examples, beyond their count."""
-        return {}
-
-    def params(self) -> dict[str, Any]:
-        return self.model_dump()
-
-    def identity(self) -> dict[str, Any]:
-        """What else decides the trained weights (``aug``: its source's weights)."""
-        return {}
-
-
-def register_text_method(name: str):
-    def decorator(cls: type[TextMethod]) -> type[TextMethod]:
-        cls.name = name
-        TEXT_METHODS.add(name, cls)
-        return cls
-
-    return decorator
-
-
-def build_text_method(name: str, params: dict[str, Any] | None = None) -> TextMethod:
-    cls = TEXT_METHODS.get(name)
-    try:
-        return cls(**(params or {}))
-    except ValidationError as error:
-        raise ConfigError(f"training method {name!r}: {format_validation_error(error)}") from error
+    def clip_norm(self) -> float | None:
+        return self.max_grad_norm
 
 
 def gradient_norm(model: TrainableText) -> float:
@@ -100,7 +59,7 @@ def gradient_norm(model: TrainableText) -> float:
     return float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
 
 
-@register_text_method("standard")
+@register_method("standard")
 class TextStandard(TextMethod):
     """Fine-tuning on clean inputs: the paper's ``base`` (Sec. 5.1, eq. 2)."""
 
@@ -120,13 +79,13 @@ class EmbeddingAttack(TextMethod):
     eps: float = Field(1.0, gt=0, allow_inf_nan=False)
     alpha: float = Field(0.03, gt=0, allow_inf_nan=False)
     init: float = Field(0.05, ge=0, allow_inf_nan=False)
-    steps: int = Field(5, ge=1, le=_MAX_STEPS)
+    steps: int = Field(5, ge=1, le=MAX_STEPS)
 
     def start(self, embeddings: torch.Tensor, batch: Batch, generators: list[torch.Generator]) -> torch.Tensor:
         """δ⁽⁰⁾: U(−1, 1) on each example's real tokens, scaled to ``init``/√(n·d) (TextDefender's
         ``delta_initial``), drawn from the example's own generator."""
         delta = torch.zeros_like(embeddings)
-        mask = _mask(batch, embeddings)
+        mask = token_mask(batch, embeddings)
         width = embeddings.shape[-1]
         for row, generator in enumerate(generators):
             positions = mask[row].nonzero().flatten()
@@ -139,7 +98,7 @@ class EmbeddingAttack(TextMethod):
 
     def ascend(self, delta: torch.Tensor, grad: torch.Tensor, batch: Batch) -> torch.Tensor:
         """One step of ``alpha`` along each sequence's normalised gradient, then the projection."""
-        grad = grad * _mask(batch, grad).unsqueeze(-1)
+        grad = grad * token_mask(batch, grad).unsqueeze(-1)
         norms = torch.linalg.vector_norm(grad.flatten(1), dim=1).clamp_min(1e-8).view(-1, 1, 1)
         return self.project(delta + self.alpha * grad / norms)
 
@@ -161,14 +120,15 @@ class EmbeddingAttack(TextMethod):
         return delta.detach()
 
 
-def _mask(batch: Batch, like: torch.Tensor) -> torch.Tensor:
+def token_mask(batch: Batch, like: torch.Tensor) -> torch.Tensor:
+    """1 on each sequence's real tokens, 0 on padding (B×L, in the dtype of ``like``)."""
     mask = batch.get("attention_mask")
     if mask is None:
         return torch.ones(like.shape[:2], dtype=like.dtype, device=like.device)
     return mask.to(like.dtype)
 
 
-@register_text_method("pgd_k")
+@register_method("pgd_k")
 class PGDK(EmbeddingAttack):
     """PGD-K adversarial training in embedding space (Madry et al. 2018 as TextDefender runs it;
     the paper's ``pgd`` baseline, App. C): ``steps`` = 5 PGD steps, then the cross-entropy at
@@ -181,7 +141,7 @@ class PGDK(EmbeddingAttack):
         return {"loss": float(loss.detach()), "grad_norm": gradient_norm(model)}
 
 
-@register_text_method("freelb")
+@register_method("freelb")
 class FreeLB(EmbeddingAttack):
     """FreeLB (Zhu et al., ICLR 2020, Alg. 1; the paper's ``freelb`` baseline, App. C): the
     parameter gradient is the average over the ``steps`` = 5 iterates δ₀ … δ_{K−1} of the
@@ -201,7 +161,7 @@ class FreeLB(EmbeddingAttack):
         return {"loss": total, "grad_norm": gradient_norm(model)}
 
 
-@register_text_method("ddi_at")
+@register_method("ddi_at")
 class DDiAT(EmbeddingAttack):
     """DDi-AT ("Extreme Confidence and the Illusion of Robustness", App. A, eqs. 14–17; DDi of
     Latorre et al. 2023 applied to PGD-AT).
@@ -228,7 +188,7 @@ class DDiAT(EmbeddingAttack):
     everything with AdamW). The logged loss is Σ α*_m L_m.
     """
 
-    steps: int = Field(3, ge=1, le=_MAX_STEPS)
+    steps: int = Field(3, ge=1, le=MAX_STEPS)
     adversaries: int = Field(3, ge=1, le=12)
     normalize: Literal["global", "clip", "none"] = "global"
     max_grad_norm: float | None = Field(None, gt=0, allow_inf_nan=False)
@@ -261,7 +221,7 @@ class DDiAT(EmbeddingAttack):
 # --------------------------------------------------------------------------- aug
 
 
-@register_text_method("aug")
+@register_method("aug")
 class Augmentation(TextMethod):
     """Adversarial data augmentation (the paper's ``aug`` baseline, Sec. 5.1): ``attack``
     (DeepWordBug by default) is run on every training example against ``source`` (the base

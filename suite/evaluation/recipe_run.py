@@ -1,0 +1,128 @@
+"""The public Python API for recipes: ``suite.run_recipe(recipe, output=...)``.
+
+It runs exactly what ``advsuite run`` runs (the command calls it, then prints): every task of
+the recipe, sweeps expanded, with the recipe's seed and batch size
+(:func:`~suite.evaluation.tasks.run_tasks`); with ``output`` set, one sub-directory per task
+(records, ``run.json``, ``results.json``; a rerun resumes) and the recipe's own tables next to
+them: ``adversary_table.csv`` (adversary temperatures), ``ior_tables.md``/``.csv`` (the
+illusion-of-robustness tables), ``study.csv``/``.png`` (a batch-size sweep) and
+``alpha_sweep.csv``/``.png`` (an ensemble's α sweep), each only where it applies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from suite.evaluation.options import RunOptions
+from suite.evaluation.recipe import Recipe, TaskConfig, load_recipe, parse_recipe
+from suite.evaluation.recipes_dir import resolve_recipe
+from suite.evaluation.tasks import run_tasks
+from suite.report.results import Results
+
+logger = logging.getLogger(__name__)
+
+RecipeLike = str | Path | Recipe | Mapping[str, Any]
+
+
+def run_recipe(
+    recipe: RecipeLike,
+    output: str | Path | None = None,
+    *,
+    limit: int | None = None,
+    overwrite: bool = False,
+    wait: bool = False,
+    log_samples: bool = False,
+    deterministic: bool = False,
+    command: str | None = None,
+) -> list[Results]:
+    """Run every task of ``recipe``; their results, in the order the recipe expands them.
+
+    The keywords are ``advsuite run``'s flags.
+
+    Args:
+        recipe: A recipe file, the name of a shipped recipe (``advsuite ls recipes``), a loaded
+            :class:`~suite.evaluation.recipe.Recipe`, or its fields as a mapping (as in YAML).
+        output: Directory for the runs, one sub-directory per task, and the recipe's tables;
+            ``None`` keeps everything in memory.
+        limit: Quick run: at most ``limit`` examples per task (a seeded subsample, as ``n``
+            is); an adversary fits its temperatures, and runs its ``opt`` search, on at most
+            ``limit`` examples too.
+        overwrite: Start over in ``output`` (clear what the suite wrote there); else a rerun
+            resumes, and another run there is refused.
+        wait: Wait for another run writing to ``output`` (else refuse).
+        log_samples: Also write ``samples.md`` per task (needs ``output``).
+        deterministic: Deterministic kernels and no TF32 while the tasks run.
+        command: The command line recorded in provenance (default ``suite.run_recipe(...)``).
+
+    Returns:
+        The results (on the main process of a multi-process launch; an empty list on the
+        others). A task whose model needs an offline resource that is missing is skipped
+        with a warning naming the fetch command.
+
+    Raises:
+        SuiteError: A subclass with the same one-line message as the CLI (an unknown recipe
+            name, a bad field, an output directory in use...).
+    """
+    loaded = as_recipe(recipe)
+    tasks = loaded.expanded_tasks()
+    if limit is not None:
+        tasks = tuple(limited(task, limit) for task in tasks)
+    directory = None if output is None else Path(output)
+    options = RunOptions(seed=loaded.seed, batch_size=loaded.batch_size, output=directory, subdirs=True,
+                         overwrite=overwrite, wait=wait, log_samples=log_samples, deterministic=deterministic,
+                         command=command or "suite.run_recipe(...)")
+    results = run_tasks(tasks, options, skip_unavailable=True)
+    if results and directory is not None:
+        for name, files in write_recipe_tables(loaded, results, directory).items():
+            logger.info("%s: %s", name, ", ".join(str(path) for path in files))
+    return results
+
+
+def as_recipe(recipe: RecipeLike) -> Recipe:
+    """``recipe`` loaded and validated (a :class:`Recipe` is returned as is)."""
+    if isinstance(recipe, Recipe):
+        return recipe
+    if isinstance(recipe, Mapping):
+        return parse_recipe(dict(recipe))
+    return load_recipe(resolve_recipe(str(recipe)))
+
+
+def limited(task: TaskConfig, limit: int) -> TaskConfig:
+    """``task`` evaluating at most ``limit`` examples (a seeded subsample, as ``n`` is); an
+    adversary fits its temperatures on at most ``limit`` examples of its split, and its ``opt``
+    search runs on at most ``limit`` examples too."""
+    n = limit if task.dataset.n is None else min(task.dataset.n, limit)
+    update: dict[str, Any] = {"dataset": task.dataset.model_copy(update={"n": n})}
+    if task.adversary is not None:
+        capped = {"opt_n": min(task.adversary.opt_n, limit)}
+        if task.adversary.split is not None:  # else it fits on the evaluated examples, capped above
+            capped["n"] = limit if task.adversary.n is None else min(task.adversary.n, limit)
+        update["adversary"] = task.adversary.model_copy(update=capped)
+    return task.model_copy(update=update)
+
+
+def write_recipe_tables(recipe: Recipe, results: Sequence[Results], output: Path) -> dict[str, list[Path]]:
+    """Write the recipe's tables that apply to ``results`` into ``output``; the files, by table."""
+    from suite.report.ior import applies, ior_tables, write_ior
+    from suite.report.study import write_csv
+    from suite.report.table import adversary_rows, has_adversaries
+
+    written: dict[str, list[Path]] = {}
+    if has_adversaries(results):
+        written["adversary table"] = [write_csv(adversary_rows(results), output / "adversary_table.csv")]
+    if applies(results):
+        written["illusion-of-robustness tables"] = write_ior(ior_tables(results), output, results)
+    if recipe.sweep is not None and recipe.sweep.batch_size:
+        from suite.report.study import study_rows, write_study
+
+        rows = study_rows(results, recipe.sweep.params)
+        written["study"] = list(write_study(rows, output, title=f"{recipe.name}: success rate vs batch size"))
+    if recipe.sweep is not None and recipe.sweep.alphas:
+        from suite.report.ensemble_sweep import alpha_rows, write_alpha_sweep
+
+        rows = alpha_rows(results)
+        written["alpha sweep"] = list(write_alpha_sweep(rows, output, title=f"{recipe.name}: robust accuracy vs alpha"))
+    return written

@@ -1,0 +1,91 @@
+"""``suite.run_recipe``: the same runs, records and numbers as ``advsuite run`` on the same recipe,
+from a file, a shipped recipe's name, a mapping or a loaded recipe, in memory or into a directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import suite
+from suite.errors import UnknownNameError
+from suite.evaluation.recipe import parse_recipe
+
+RECIPE = {
+    "name": "tiny",
+    "seed": 3,
+    "batch_size": 4,
+    "tasks": [{
+        "name": "digits",
+        "model": "builtin:digits-cnn",
+        "dataset": {"spec": "builtin:digits", "split": "test", "n": 8},
+        "attacks": [{"name": "fgm_linf", "eps": 0.1}, {"name": "pgd_linf", "eps": 0.1, "steps": 2}],
+    }],
+}
+#: What differs between two runs of the same recipe: wall time, date, where and how it was called.
+VARYING = {"seconds", "clean_seconds", "compute_seconds", "created", "provenance", "plots"}
+
+
+def numbers(value):
+    """``value`` (a results.json mapping) without the fields that vary between identical runs."""
+    if isinstance(value, dict):
+        return {key: numbers(item) for key, item in value.items() if key not in VARYING}
+    if isinstance(value, list):
+        return [numbers(item) for item in value]
+    return value
+
+
+def records(directory: Path) -> list[dict]:
+    return [{key: item for key, item in json.loads(line).items() if key != "seconds"}
+            for line in (directory / "records.jsonl").read_text().splitlines()]
+
+
+def cli_results(recipe_file: Path, output: Path, *flags: str) -> dict:
+    """Run ``advsuite run <recipe_file> --output <output>`` in-process; its results.json."""
+    from suite.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", str(recipe_file), "--output", str(output), *flags])
+    assert exit_.value.code in (0, None)
+    return json.loads((output / "digits" / "results.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def recipe_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("recipe") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(RECIPE))
+    return path
+
+
+def test_run_recipe_gives_the_numbers_and_records_of_advsuite_run(recipe_file, tmp_path):
+    expected = cli_results(recipe_file, tmp_path / "cli")
+    assert expected["seed"] == 3 and expected["batch_size"] == 4 and expected["dataset"]["n"] == 8
+    assert 0 <= expected["worst_case_robust_accuracy"] <= expected["attacks"]["fgm_linf"]["robust_accuracy"]
+    assert expected["clean_accuracy"] > expected["worst_case_robust_accuracy"]  # eps 0.1 breaks some digits
+
+    from_file = suite.run_recipe(recipe_file)  # in memory: nothing written
+    from_mapping = suite.run_recipe(RECIPE, output=tmp_path / "api")
+    for results in (from_file, from_mapping):
+        assert [result.task for result in results] == ["digits"]
+        assert numbers(results[0].model_dump(mode="json")) == numbers(expected)
+    assert records(tmp_path / "api" / "digits") == records(tmp_path / "cli" / "digits")
+    written = json.loads((tmp_path / "api" / "digits" / "results.json").read_text())
+    assert written["provenance"]["command"] == "suite.run_recipe(...)"
+    assert expected["provenance"]["command"].startswith("advsuite")  # the CLI's own command line
+
+
+def test_limit_caps_every_task_as_the_flag_does(recipe_file, tmp_path):
+    expected = cli_results(recipe_file, tmp_path / "cli", "--limit", "4")
+    [result] = suite.run_recipe(parse_recipe(RECIPE), limit=4)  # a loaded recipe
+    assert result.dataset.n == 4 and expected["dataset"]["n"] == 4
+    assert numbers(result.model_dump(mode="json")) == numbers(expected)
+
+
+def test_a_shipped_recipe_by_name_and_an_unknown_name():
+    from suite.evaluation import recipe_run
+
+    assert suite.run_recipe is recipe_run.run_recipe and "run_recipe" in suite.__all__
+    with pytest.raises(UnknownNameError, match="unknown recipe 'quickstrat'. Did you mean: quickstart?"):
+        suite.run_recipe("quickstrat")
