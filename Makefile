@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The extra `baselines` brings torchattacks (pyproject.toml says which release, and why).
 
-.PHONY: demo test docs
+.PHONY: demo test docs system-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,5 +27,10 @@ demo: $(VENV)/.installed
 docs: $(VENV)/.installed-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-test: $(VENV)/.installed-dev docs
+# Debian's wordnet-base and chromium where apt-get runs as root (tests/system_deps.sh); without
+# them the tests that need them skip, saying why.
+system-deps:
+	@bash tests/system_deps.sh
+
+test: $(VENV)/.installed-dev docs system-deps
 	$(BIN)/python -m pytest

@@ -1,11 +1,14 @@
 """Error types.
 
 A :class:`SuiteError` is a problem with what the user asked for (unknown name, bad file, bad
-value). The CLI prints it as one line and exits with status 2; anything else is a bug and
-keeps its traceback.
+value). The CLI prints it as one line and exits with status 2. A :class:`WriteError` is the
+system refusing to store a file (no space, quota, read-only file system, permission, I/O error):
+one line and status 1, the input was fine. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
+
+import errno
 
 
 class SuiteError(Exception):
@@ -41,6 +44,39 @@ class ResourceMissingError(SuiteError):
 class ModelUnavailableError(ResourceMissingError):
     """A model that cannot be built here for want of an offline resource (a built-in that must
     be trained on first use with WordNet): a recipe skips its tasks, a single run is refused."""
+
+
+#: errno values that mean the system could not store a write: what to do about each.
+WRITE_REMEDIES = {errno.ENOSPC: "free space", errno.EDQUOT: "free space or raise the quota",
+                  errno.EROFS: "make the file system writable", errno.EACCES: "make it writable",
+                  errno.EPERM: "make it writable", errno.EIO: "check the disk"}
+
+
+class WriteError(Exception):
+    """The system refused a write (``error.errno`` in :data:`WRITE_REMEDIES`): one line, exit code 1.
+
+    Says what could not be written (``path``), why, what is kept (``kept``) and what to do;
+    ``then`` is the step after the remedy (``rerun the same command to resume``).
+    """
+
+    exit_code = 1
+
+    def __init__(self, path: object, error: OSError, kept: str, then: str = "rerun the same command") -> None:
+        super().__init__(str(path), error, kept, then)
+        self.path, self.error, self.kept, self.then = str(path), error, kept, then
+
+    def __str__(self) -> str:
+        from suite.text import printable
+
+        reason = self.error.strerror or str(self.error)
+        remedy = WRITE_REMEDIES.get(self.error.errno, "fix that")
+        return printable(" ".join(f"could not write {self.path}: {reason} (errno {self.error.errno}); "
+                                  f"{self.kept}: {remedy} and {self.then}".split()))
+
+
+def is_write_fault(error: BaseException) -> bool:
+    """Whether ``error`` is the system refusing to store data (not a bug, not bad input)."""
+    return isinstance(error, OSError) and error.errno in WRITE_REMEDIES
 
 
 def format_validation_error(error, unknown: str = "unknown parameter") -> str:

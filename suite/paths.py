@@ -1,13 +1,28 @@
-"""Where the suite keeps its cache (built-in models, offline resources).
+"""Where the suite keeps its cache (built-in models, offline resources), and how it writes files.
 
 ``ADVSUITE_CACHE`` overrides the location; the default is the user cache dir
 (``~/.cache/advsuite`` on Linux).
+
+Every file the suite writes goes through :func:`atomic_write` (a temporary ``.<name>.<pid>.tmp``
+beside the target, renamed over it; removed on any failure) or :func:`append_text` (cut back
+to its old length on any failure), and both commit through :func:`sync`. The system refusing a
+write (no space, quota, read-only, permission, I/O error) becomes a one-line
+:class:`~suite.errors.WriteError` naming the file and what is kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import BinaryIO
+
+#: What an atomic write keeps when it fails: the file it would have replaced.
+UNCHANGED = "the previous file (if any) is unchanged"
+#: What a failed write in a run directory keeps: a rerun resumes from the records.
+KEPT_RECORDS = "finished records are kept"
+RESUME = "rerun the same command to resume"
 
 CACHE_ENV = "ADVSUITE_CACHE"
 
@@ -26,16 +41,70 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` so that readers see either the old or the new file, never half."""
+def temporary_path(path: Path) -> Path:
+    """Where a write to ``path`` is staged (``.<name>.<pid>.tmp``: output checks know the pattern)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def sync(handle: BinaryIO) -> None:
+    """Flush ``handle`` to the disk: every write of the suite commits here."""
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+@contextlib.contextmanager
+def writing(path: Path, kept: str = UNCHANGED, then: str = "rerun the same command") -> Iterator[None]:
+    """Turn the system refusing a write inside the block into a one-line
+    :class:`~suite.errors.WriteError` about ``path`` (other errors pass unchanged)."""
+    from suite.errors import WriteError, is_write_fault
+
+    try:
+        yield
+    except OSError as error:
+        if is_write_fault(error):
+            raise WriteError(path, error, kept, then) from error
+        raise
+
+
+def atomic_write(path: Path, write: Callable[[BinaryIO], object], kept: str = UNCHANGED,
+                 then: str = "rerun the same command") -> Path:
+    """Write ``path`` with ``write(handle)`` (a binary file) so that readers see either the old or
+    the new file, never half; on any failure the temporary file is removed."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    tmp = temporary_path(path)
+    with writing(path, kept, then):
+        try:
+            with open(tmp, "wb") as handle:
+                write(handle)
+                sync(handle)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
     return path
+
+
+def atomic_write_text(path: Path, text: str, kept: str = UNCHANGED, then: str = "rerun the same command") -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_write`)."""
+    data = text.encode("utf-8")
+    return atomic_write(path, lambda handle: handle.write(data), kept, then)
+
+
+def append_text(path: Path, text: str, kept: str = KEPT_RECORDS, then: str = RESUME) -> None:
+    """Append ``text`` (whole lines) to ``path`` and flush it to disk; on any failure the file is
+    cut back to its old length, so no partial line is left for a reader."""
+    data = memoryview(text.encode("utf-8"))
+    with writing(path, kept, then), open(path, "ab", buffering=0) as handle:  # unbuffered: nothing left to flush
+        start = os.fstat(handle.fileno()).st_size
+        try:
+            while data:
+                data = data[handle.write(data):]
+            sync(handle)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(handle.fileno(), start)
+            raise
 
 
 def lock_directory(directory: Path, wait: bool, what: str = "advsuite run") -> int:

@@ -67,6 +67,19 @@ def truncated_png(name: str) -> Callable[[Path], None]:
     return lambda work: write(name, png_bytes()[:60])(work)
 
 
+def bomb_png(name: str) -> Callable[[Path], None]:
+    """A setup writing a PNG whose header claims 30000×30000 pixels (a decompression bomb: 45
+    bytes on disk, 900 megapixels if decoded); PIL refuses it on open."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 30000, 30000, 8, 0, 0, 0, 0)
+    return write(name, b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b""))
+
+
 def jsonl(rows: list[dict]) -> str:
     return "".join(json.dumps(row) + "\n" for row in rows)
 
@@ -111,6 +124,8 @@ CASES: list[Case] = [
     # Image folders.
     Case("data-image-corrupt-png", image_run("hf:{tmp}/images"), "broken.png' in",
          write_all(png("images/test/0/a.png"), truncated_png("images/test/1/broken.png"))),
+    Case("data-image-decompression-bomb", image_run("hf:{tmp}/images"), "bomb.png' in",
+         write_all(png("images/test/0/a.png"), bomb_png("images/test/1/bomb.png"))),
     Case("data-image-text-as-png", image_run("hf:{tmp}/images"), "notes.png' in",
          write_all(png("images/test/0/a.png"), write("images/test/1/notes.png", "these are my notes\n"))),
     Case("data-image-class-superscript", image_run("hf:{tmp}/images"), "class '²'",

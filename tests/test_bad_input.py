@@ -25,6 +25,7 @@ from bad_input_compare import CASES as COMPARE_CASES
 from bad_input_data import CASES as DATA_CASES
 from bad_input_ensembles import CASES as ENSEMBLE_CASES
 from bad_input_export import CASES as EXPORT_CASES
+from bad_input_faults import CASES as FAULT_CASES
 from bad_input_leaderboard import CASES as LEADERBOARD_CASES
 from bad_input_models import CASES as MODEL_CASES
 from bad_input_output import CASES as OUTPUT_CASES
@@ -34,7 +35,7 @@ from bad_input_wdro import CASES as WDRO_CASES
 from suite.cli.main import main
 
 CASES: list[Case] = [*CLI_CASES, *DATA_CASES, *MODEL_CASES, *ENSEMBLE_CASES, *LEADERBOARD_CASES, *OUTPUT_CASES, *TRAIN_CASES, *WDRO_CASES, *EXPORT_CASES,
-                    *PLUGIN_CASES, *COMPARE_CASES]
+                    *PLUGIN_CASES, *COMPARE_CASES, *FAULT_CASES]
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:

@@ -84,7 +84,8 @@ def _metrics(results: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_killed_run_resumes_without_recomputing(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
+def test_killed_run_resumes_without_recomputing(tmp_path, stop):
     args = ["evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd_linf",
             "--eps", "0.004", "--n", "24", "--batch-size", "1", "--seed", "3"]
     out = tmp_path / "killed"
@@ -94,11 +95,16 @@ def test_killed_run_resumes_without_recomputing(tmp_path):
     deadline = time.time() + 240
     while time.time() < deadline and process.poll() is None:
         if records.exists() and records.read_text().count('"kind": "attack"') >= 3:
-            os.killpg(process.pid, signal.SIGKILL)
+            os.killpg(process.pid, stop)
             break
         time.sleep(0.02)
-    process.wait()
-    assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    _, err = process.communicate()
+    if stop == signal.SIGKILL:
+        assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    else:  # Ctrl-C: exit 130 and one line, no traceback
+        lines = [line for line in err.decode().splitlines() if "interrupted" in line or "Traceback" in line]
+        assert process.returncode == 130, (process.returncode, err.decode()[-2000:])
+        assert len(lines) == 1 and "Traceback" not in err.decode(), err.decode()[-2000:]
     assert not (out / "results.json").exists()
     before = records.read_text()
 

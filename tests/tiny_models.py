@@ -88,6 +88,19 @@ def truncate(path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
+def flip_tensor_bytes(path: Path, size: int = 4096) -> None:
+    """Invert ``size`` bytes in the middle of a safetensors file's tensor data: same length, valid
+    header, other weights (as a bad disk or a stray write leaves it)."""
+    import struct
+
+    data = bytearray(path.read_bytes())
+    start = 8 + struct.unpack("<Q", data[:8])[0]  # tensor data starts after the JSON header
+    middle = max(start, (start + len(data)) // 2 - size // 2)
+    end = min(len(data), middle + size)
+    data[middle:end] = bytes(byte ^ 0xFF for byte in data[middle:end])
+    path.write_bytes(bytes(data))
+
+
 def save_safetensors(path: Path, state: dict[str, torch.Tensor]) -> Path:
     """Write a state dict as safetensors."""
     from safetensors.torch import save_file

@@ -10,8 +10,14 @@ Row = tuple[str, str, str]
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("ls", help="list models, datasets, attacks or recipes (and where each comes from)")
-    parser.add_argument("what", choices=("models", "datasets", "attacks", "recipes"))
+    parser = subparsers.add_parser(
+        "ls", help="list models, datasets, attacks or recipes (and where each comes from)",
+        epilog="examples:\n  advsuite ls models\n  advsuite ls --verify   # check the built-in model cache",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", nargs="?", choices=("models", "datasets", "attacks", "recipes"))
+    parser.add_argument("--verify", action="store_true",
+                        help="check every cached built-in model's weights against their recorded sha256 "
+                             "(exit 1 when one is damaged or has no recorded hash)")
     parser.set_defaults(handler=handle)
 
 
@@ -51,9 +57,33 @@ def _rows(what: str) -> list[Row]:
     return _registry_rows(shipped_recipes())
 
 
-def handle(args: argparse.Namespace) -> int:
+def verify() -> int:
+    """Print one line per cached built-in model; 0 when all are ok, 1 otherwise."""
+    from suite.models.builtin import verify_cache
+    from suite.paths import cache_dir
     from suite.text import printable
 
+    findings = verify_cache()
+    if not findings:
+        print(f"no built-in model is cached in {cache_dir('models')}")
+    width = max((len(name) for name, _ in findings), default=0)
+    for name, finding in findings:
+        print(printable(f"{name.ljust(width)}  {finding}"))
+    return 0 if all(finding == "ok" for _, finding in findings) else 1
+
+
+def handle(args: argparse.Namespace) -> int:
+    from suite.errors import ConfigError
+    from suite.text import printable
+
+    if args.verify:
+        if args.what not in (None, "models"):
+            raise ConfigError(f"--verify checks the built-in model cache: use 'advsuite ls --verify', not "
+                              f"'advsuite ls {args.what} --verify'")
+        return verify()
+    if args.what is None:
+        raise ConfigError("advsuite ls needs what to list: models, datasets, attacks or recipes "
+                          "(or --verify to check the built-in model cache)")
     rows = _rows(args.what)
     name_width = max((len(name) for name, _, _ in rows), default=0)
     origin_width = max((len(origin) for _, origin, _ in rows), default=0)

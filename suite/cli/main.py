@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from suite.version import __version__
 from suite.cli import certify, compare, demo, evaluate, export, leaderboard, ls, prefetch, run, train, validate
-from suite.errors import SuiteError
+from suite.errors import SuiteError, WriteError, is_write_fault
 from suite.launch import launch
 from suite.lazy import DEFERRED, defer_import
 
@@ -83,15 +83,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     except SuiteError as error:
         print(f"advsuite{where}: error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
+    except (WriteError, OSError) as error:
+        if not isinstance(error, WriteError):
+            if not is_write_fault(error):
+                return _failed(error, where)
+            # a write outside the suite's writers (a directory, a lock): name the file the system named
+            error = WriteError(error.filename or "a file", error, "finished files are kept")
+        print(f"advsuite{where}: {error}", file=sys.stderr)  # the system refused a write: not a bug, one line
+        sys.exit(error.exit_code)
     except KeyboardInterrupt:
         print(f"advsuite{where}: interrupted; finished records are kept, rerun the same command to resume", file=sys.stderr)
         sys.exit(130)
     except Exception as error:
-        if where:  # the launcher stops the other processes; say what happened in one line first
-            print(f"advsuite{where}: failed: {type(error).__name__}: {error}; the run is stopped, finished records "
-                  "are kept, rerun the same command (with any number of processes) to resume", file=sys.stderr)
-        raise
+        _failed(error, where)
     sys.exit(code or 0)
+
+
+def _failed(error: Exception, where: str) -> NoReturn:
+    """A bug: keep the traceback (under the launcher, say what happened in one line first)."""
+    if where:  # the launcher stops the other processes
+        print(f"advsuite{where}: failed: {type(error).__name__}: {error}; the run is stopped, finished records "
+              "are kept, rerun the same command (with any number of processes) to resume", file=sys.stderr)
+    raise error
 
 
 def _configure_logging(quiet: bool, where: str) -> None:

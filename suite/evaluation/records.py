@@ -34,7 +34,8 @@ from typing import Any
 
 from suite.errors import ConfigError
 from suite.evaluation.distributed import Processes
-from suite.paths import atomic_write_text, check_run_directory, lock_directory, writable_parent
+from suite.paths import (KEPT_RECORDS, RESUME, append_text, atomic_write_text, check_run_directory, lock_directory,
+                         writable_parent, writing)
 
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
@@ -143,7 +144,8 @@ class RecordStore:
                     self._clear()
                 else:
                     self._verify()  # again, under the lock: another run may have written meanwhile
-                atomic_write_text(self.directory / RUN_FILE, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")
+                atomic_write_text(self.directory / RUN_FILE, json.dumps(self.identity, indent=2, sort_keys=True) + "\n",
+                                  KEPT_RECORDS, RESUME)
                 self._wrote_run = True
                 for path in self._files():
                     _repair(path)
@@ -201,11 +203,7 @@ class RecordStore:
         if not records:
             return
         if self.path is not None:
-            with open(self.path, "a", encoding="utf-8") as handle:
-                for record in records:
-                    handle.write(json.dumps(record, sort_keys=True) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
+            append_text(self.path, "".join(json.dumps(record, sort_keys=True) + "\n" for record in records))
         for record in records:
             self.records[record_key(record)] = record
         if self.processes.several:
@@ -234,7 +232,7 @@ class RecordStore:
             if key in self.records and key not in seen:
                 seen.add(key)
                 lines.append(json.dumps(self.records[key], sort_keys=True) + "\n")
-        atomic_write_text(self.directory / RECORDS_FILE, "".join(lines))
+        atomic_write_text(self.directory / RECORDS_FILE, "".join(lines), KEPT_RECORDS, RESUME)
         for path in shards:
             path.unlink(missing_ok=True)
 
@@ -244,7 +242,7 @@ def _repair(path: Path) -> None:
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
     if end < len(data):
-        with open(path, "r+b") as handle:
+        with writing(path, KEPT_RECORDS, RESUME), open(path, "r+b") as handle:
             handle.truncate(end)
 
 

@@ -11,6 +11,9 @@ Both train in seconds, in a process of their own with pinned CPU kernels (:func:
 are saved with safetensors under ``$ADVSUITE_CACHE/models/<name>-<version>`` and are loaded
 back through the same code as ``hf:<dir>`` and ``timm:<dir>``. Training runs once per cache;
 the directory appears atomically, so concurrent processes never read a half-written model.
+The sha256 of its weights is recorded beside them (:data:`~suite.models.weights.HASH_FILE`)
+and checked on every load: a built-in whose cached weights no longer match is trained again
+(:func:`load_cached`), never evaluated under its name.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,6 +34,7 @@ import torch
 from suite.models.base import Classifier, ModelInfo, resolve_device
 from suite.models.config import ModelConfig
 from suite.models.registry import BUILTIN_MODELS  # entries are registered lazily there
+from suite.models.weights import HASH_FILE, WeightsMismatchError, record_hashes, recorded_hashes, verify_weights
 from suite.paths import cache_dir
 from suite.progress import progress_bar
 
@@ -68,6 +72,7 @@ def cached_model(name: str, recipe: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
         _train_pinned(recipe, staging)
+        record_hashes(staging)
         (staging / "DONE").write_text("ok\n")
         try:
             os.replace(staging, target)
@@ -77,6 +82,61 @@ def cached_model(name: str, recipe: str) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def load_cached(spec: str, name: str, recipe: str, load: Callable[[str], Classifier]) -> tuple[Classifier, Path]:
+    """The built-in ``spec``, loaded by ``load(directory)`` from its cache dir (:func:`cached_model`),
+    and that dir.
+
+    Its weights are checked against their recorded sha256 as they load; cached weights that no
+    longer match are thrown away and trained again (one warning naming the file), so a damaged
+    cache never reports another model's numbers under the built-in's name.
+    """
+    directory = cached_model(name, recipe)
+    try:
+        return load(str(directory)), directory
+    except WeightsMismatchError as error:
+        if error.path.resolve().parent != directory.resolve():
+            raise  # another model's weights (a member, a source): not this cache entry
+        logger.warning("%s: cached weights %s do not match their recorded hash (damaged?): retraining",
+                       spec, error.path)
+        discard_cached(directory)
+        directory = cached_model(name, recipe)
+        return load(str(directory)), directory
+
+
+def discard_cached(directory: Path) -> None:
+    """Remove a cache entry (renamed first, so no reader sees it half-deleted)."""
+    trash = Path(tempfile.mkdtemp(prefix=f".{directory.name}-discarded-", dir=directory.parent))
+    try:
+        os.replace(directory, trash / directory.name)
+    except FileNotFoundError:
+        pass  # another process discarded it first
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def verify_cache() -> list[tuple[str, str]]:
+    """Every trained entry of the built-in cache, checked against its recorded hashes:
+    ``(entry, finding)`` with finding ``ok``, ``damaged: ...`` or ``no recorded hash ...``."""
+    root = cache_dir("models")
+    findings = []
+    for directory in sorted(path for path in root.iterdir() if (path / "DONE").is_file()):
+        hashes = recorded_hashes(directory)
+        if not hashes:
+            findings.append((directory.name, f"no recorded hash ({HASH_FILE} missing: cached by an older version; "
+                                             f"delete {str(directory)!r} to train it again with one)"))
+            continue
+        damaged = []
+        for file in sorted(hashes):
+            try:
+                verify_weights(directory / file)
+            except WeightsMismatchError as error:
+                damaged.append(f"{str(error.path)!r} expected sha256 {error.expected}, actual {error.actual}")
+            except FileNotFoundError:
+                damaged.append(f"{str(directory / file)!r} is missing")
+        findings.append((directory.name, "damaged: " + "; ".join(damaged) + " (its next load trains it again)"
+                         if damaged else "ok"))
+    return findings
 
 
 def training_env() -> dict[str, str]:
@@ -202,8 +262,9 @@ def sentiment_tiny(config: ModelConfig) -> Classifier:
     """Tiny 1-layer BERT sentiment classifier trained on builtin:sentiment."""
     from suite.models.hf_text import load_hf
 
-    directory = cached_model(f"sentiment-tiny-{SENTIMENT_VERSION}", "sentiment-tiny")
-    classifier = load_hf(str(directory), config.model_copy(update={"revision": None}))
+    classifier, directory = load_cached(
+        "builtin:sentiment-tiny", f"sentiment-tiny-{SENTIMENT_VERSION}", "sentiment-tiny",
+        lambda path: load_hf(path, config.model_copy(update={"revision": None})))
     classifier.info = ModelInfo(spec="builtin:sentiment-tiny", revision=SENTIMENT_VERSION, extra={"path": str(directory)})
     return classifier
 
@@ -251,8 +312,9 @@ def digits_cnn(config: ModelConfig) -> Classifier:
     """Small timm CNN (test_resnet, 1 channel) trained on builtin:digits."""
     from suite.models.timm_image import load_timm
 
-    directory = cached_model(f"digits-cnn-{DIGITS_VERSION}", "digits-cnn")
-    classifier = load_timm(str(directory), config.model_copy(update={"checkpoint": None}))
+    classifier, directory = load_cached(
+        "builtin:digits-cnn", f"digits-cnn-{DIGITS_VERSION}", "digits-cnn",
+        lambda path: load_timm(path, config.model_copy(update={"checkpoint": None})))
     classifier.info = ModelInfo(
         spec="builtin:digits-cnn", revision=DIGITS_VERSION, extra={"path": str(directory), "architecture": DIGITS_ARCH}
     )

@@ -19,7 +19,8 @@ import torch
 from suite.errors import ConfigError
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
 from suite.models.config import ModelConfig
-from suite.models.weights import ALLOW_PICKLE, check_safetensors, local_dir, pickled_files, refuse_pickle
+from suite.models.weights import (ALLOW_PICKLE, check_safetensors, local_dir, pickled_files, refuse_pickle,
+                                  verify_weights)
 
 
 class HFTextClassifier(TorchClassifier):
@@ -96,7 +97,8 @@ def load_hf(name: str, config: ModelConfig) -> HFTextClassifier:
 
 
 def _check_model_dir(directory: Path, allow_pickle: bool) -> None:
-    """Refuse a local dir with no config, pickled weights only (without allow_pickle), or corrupt safetensors."""
+    """Refuse a local dir with no config, pickled weights only (without allow_pickle), corrupt safetensors,
+    or safetensors that do not match their recorded sha256."""
     if not (directory / "config.json").is_file():
         raise ConfigError(f"{str(directory)!r} is not an hf model directory: it has no config.json "
                           "(save_pretrained writes one)")
@@ -111,6 +113,7 @@ def _check_model_dir(directory: Path, allow_pickle: bool) -> None:
             raise refuse_pickle(pickles[0], "hf model weights")
     for path in safetensors:
         check_safetensors(path)
+        verify_weights(path)  # against the sha256 recorded when the suite wrote it, if it did
 
 
 #: JSON files transformers reads from a model directory, each a mapping.

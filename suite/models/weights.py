@@ -8,10 +8,18 @@ user passes ``--allow-pickle`` (``allow_pickle: true`` in a recipe), and then wi
 
 Every problem with a path or a weights file is a :class:`~suite.errors.ConfigError`: one line
 naming the file and what to do.
+
+Weights the suite writes (the built-in cache, ``advsuite train``'s model directories) are
+recorded with their sha256 in :data:`HASH_FILE` beside them (:func:`record_hashes`), and every
+load of such a directory checks it (:func:`verify_weights`): flipped bytes in a valid file would
+otherwise load as another model under the same name. A directory without that file (a
+third-party ``save_pretrained`` dir) loads unverified, as before.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +29,8 @@ from suite.errors import ConfigError
 if TYPE_CHECKING:  # torch is imported where tensors are read: path checks stay light
     import torch
 
+#: The sidecar recording the sha256 of each safetensors file of a directory the suite wrote.
+HASH_FILE = "weights.sha256.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 ALLOW_PICKLE = "pass --allow-pickle only if you trust it (unsafe: unpickling runs arbitrary code)"
 
@@ -96,6 +106,7 @@ def read_state_dict(path: Path, allow_pickle: bool, what: str = "checkpoint") ->
 
     Raises:
         ConfigError: The file is missing, a pickle without ``allow_pickle``, or unreadable.
+        WeightsMismatchError: Its bytes do not match the sha256 recorded beside it.
     """
     if not path.is_file():
         raise ConfigError(f"{what} {str(path)!r} does not exist" + (" (it is a directory)" if path.is_dir() else ""))
@@ -104,6 +115,7 @@ def read_state_dict(path: Path, allow_pickle: bool, what: str = "checkpoint") ->
             raise refuse_pickle(path, what)
         return _read_pickle(path, what)
     check_safetensors(path)
+    verify_weights(path)
     from safetensors.torch import load_file
 
     return load_file(str(path))
@@ -142,3 +154,72 @@ def _unpickling_failure(error: BaseException) -> str:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+# --------------------------------------------------------------------------- recorded hashes
+
+
+class WeightsMismatchError(ConfigError):
+    """Weights whose bytes no longer match the sha256 recorded when the suite wrote them."""
+
+    def __init__(self, path: Path, expected: str, actual: str) -> None:
+        super().__init__(f"weights {str(path)!r} do not match the sha256 recorded in {HASH_FILE} when they were "
+                         f"written (damaged or changed since?): recorded {expected}, found {actual}; write them "
+                         f"again, or delete {str(path.parent / HASH_FILE)!r} to load them unverified")
+        self.path, self.expected, self.actual = path, expected, actual
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 (hex) of a file's bytes."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def record_hashes(directory: Path) -> dict[str, str]:
+    """Record the sha256 of every ``*.safetensors`` at the top of ``directory`` in
+    :data:`HASH_FILE` (written atomically, after the weights); returns the record."""
+    from suite.paths import atomic_write_text
+
+    directory = Path(directory)
+    hashes = {path.name: file_sha256(path) for path in sorted(directory.glob("*.safetensors")) if path.is_file()}
+    atomic_write_text(directory / HASH_FILE, json.dumps({"sha256": hashes}, indent=2, sort_keys=True) + "\n")
+    return hashes
+
+
+def recorded_hashes(directory: Path) -> dict[str, str] | None:
+    """The sha256 recorded for each weights file of ``directory``, or ``None`` when none is.
+
+    Raises:
+        ConfigError: The record exists but is not what :func:`record_hashes` writes.
+    """
+    path = Path(directory) / HASH_FILE
+    if not path.is_file():
+        return None
+    try:
+        hashes = json.loads(path.read_text(encoding="utf-8"))["sha256"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
+        raise ConfigError(f"{str(path)!r} is not a weights hash record ({_first_line(error)}): delete it to load "
+                          "the weights unverified") from error
+    if not isinstance(hashes, dict) or not all(isinstance(value, str) for value in hashes.values()):
+        raise ConfigError(f"{str(path)!r} is not a weights hash record (no file → sha256 mapping): delete it to load "
+                          "the weights unverified")
+    return hashes
+
+
+def verify_weights(path: Path) -> bool:
+    """Check a weights file against the sha256 recorded beside it (hashing it once).
+
+    Returns:
+        Whether a hash was recorded for it (``False``: it loads unverified).
+
+    Raises:
+        WeightsMismatchError: A hash is recorded and the file's bytes do not match it.
+    """
+    path = Path(path)
+    expected = (recorded_hashes(path.parent) or {}).get(path.name)
+    if expected is None:
+        return False
+    actual = file_sha256(path)
+    if actual != expected:
+        raise WeightsMismatchError(path, expected, actual)
+    return True

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from suite.report.figures import save_figure
+
 RELIABILITY_PNG = "reliability.png"
 OPT_SEARCH_PNG = "opt_search.png"
 CURVE_PNG = "robustness_curve.png"
@@ -83,8 +85,7 @@ def _robustness_curve(results: dict[str, Any], curves: dict[str, dict[str, list]
                  title=f"{results['model']['name']} on {results['dataset']['spec']} (n={results['dataset']['n']})")
         axis.legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    save_figure(figure, path, dpi=100)
 
 
 def _reliability(results: dict[str, Any], path: Path) -> None:
@@ -104,8 +105,7 @@ def _reliability(results: dict[str, Any], path: Path) -> None:
              title=f"{results['model']['name']}\nECE {calibration['ece']:.3f}  MCE {calibration['mce']:.3f}")
     axis.legend(loc="upper left")
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    save_figure(figure, path, dpi=100)
 
 
 def _opt_search(results: dict[str, Any], searches: dict[str, Any], path: Path) -> None:
@@ -125,5 +125,4 @@ def _opt_search(results: dict[str, Any], searches: dict[str, Any], path: Path) -
              title=f"opt search: {results['model']['name']}")
     axis.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    save_figure(figure, path, dpi=100)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
+
+from suite.paths import KEPT_RECORDS, RESUME, atomic_write
 
 
 def save_figure(figure: Any, path: Path, dpi: float | None = None) -> Path:
     """Save ``figure`` to ``path`` through a temporary file in the same directory (``.<name>.<pid>.tmp``,
-    which output-directory checks treat as the suite's), close it, and return ``path``."""
+    which output-directory checks treat as the suite's, removed if the write fails), close it, and
+    return ``path``. Figures live in run directories: a failed write keeps the finished records."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    figure.savefig(temporary, format=path.suffix.lstrip(".") or "png", **({"dpi": dpi} if dpi is not None else {}))
-    plt.close(figure)
-    os.replace(temporary, path)
-    return path
+    options = {"format": path.suffix.lstrip(".") or "png", **({"dpi": dpi} if dpi is not None else {})}
+    try:
+        return atomic_write(path, lambda handle: figure.savefig(handle, **options), KEPT_RECORDS, RESUME)
+    finally:
+        plt.close(figure)

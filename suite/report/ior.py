@@ -23,12 +23,14 @@ per table row, the table's title in the first column).
 from __future__ import annotations
 
 import csv
+import io
 import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from suite.paths import atomic_write_text
 from suite.report.results import Results
 
 _SEED = re.compile(r"^(?P<task>.+)-s(?P<seed>\d+)$")
@@ -255,14 +257,15 @@ def write_ior(tables: dict[str, list[dict[str, str]]], directory: Path,
             lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
             lines += ["| " + " | ".join(_cell(row.get(column, "-")) for column in header) + " |" for row in rows]
         lines.append("")
-    markdown.write_text("\n".join(lines), encoding="utf-8")
+    atomic_write_text(markdown, "\n".join(lines))
     path = directory / "ior_tables.csv"
     columns = ["table", *dict.fromkeys(key for rows in tables.values() for row in rows for key in row)]
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
-        writer.writeheader()
-        for title, rows in tables.items():
-            writer.writerows({"table": title, **row} for row in rows)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=columns, restval="")
+    writer.writeheader()
+    for title, rows in tables.items():
+        writer.writerows({"table": title, **row} for row in rows)
+    atomic_write_text(path, buffer.getvalue())
     return [markdown, path, *written]
 
 

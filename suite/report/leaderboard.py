@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -36,9 +35,9 @@ from typing import Any
 from pydantic import ValidationError
 
 import suite.strict_json as strict_json
-from suite.errors import ConfigError
+from suite.errors import ConfigError, WriteError, is_write_fault
 from suite.intervals import wilson_interval
-from suite.paths import atomic_write_text
+from suite.paths import atomic_write, atomic_write_text
 from suite.report.leaderboard_schema import (
     LEADERBOARD_VERSION,
     READABLE_VERSIONS,
@@ -316,15 +315,24 @@ def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool 
         with locked(path.parent):
             # Again, under the lock: another add may have written meanwhile.
             board, added, replaced = merge_all(load(path), sourced, replace)
-            atomic_write_text(path, dumps(board))
+            atomic_write_text(path, dumps(board), UNCHANGED)
     except OSError as error:
+        if is_write_fault(error):  # the system refused (no space, read-only...): one line, status 1
+            raise WriteError(error.filename or path, error, UNCHANGED) from error
         raise ConfigError(f"cannot write the leaderboard {str(path)!r}: {error.strerror or error}") from error
     try:
         install_page(path.parent)
     except OSError as error:
+        if is_write_fault(error):
+            raise WriteError(error.filename or path.parent, error, PAGE_MISSING) from error
         raise ConfigError(f"the leaderboard {str(path)!r} was written, but the page could not be copied beside it: "
                           f"{error.strerror or error}") from error
     return board, added, replaced
+
+
+#: What a failed leaderboard write keeps.
+UNCHANGED = "the leaderboard is unchanged"
+PAGE_MISSING = "the leaderboard is written, only the page beside it is missing"
 
 
 def install_page(directory: Path) -> list[Path]:
@@ -334,7 +342,8 @@ def install_page(directory: Path) -> list[Path]:
     for name in ("index.html", "schema.json"):
         target = Path(directory) / name
         if source is not None and not target.exists() and (source / name).resolve() != target.resolve():
-            shutil.copyfile(source / name, target)
+            data = (source / name).read_bytes()
+            atomic_write(target, lambda handle, data=data: handle.write(data), PAGE_MISSING)
             copied.append(target)
     return copied
 

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 import suite.strict_json as strict_json
-from suite.paths import atomic_write_text
+from suite.paths import KEPT_RECORDS, RESUME, atomic_write_text
 from suite.threat import Access, Metric, Threat
 
 SCHEMA_VERSION = 2
@@ -317,7 +317,7 @@ def write_results(path: Path, results: Results) -> Results:
     # The Python dump: the JSON one would already have turned NaN in free-form dicts into null.
     strict_json.check_finite(results.model_dump(), f"results {str(path)!r}")
     text = strict_json.dumps(results.model_dump(mode="json"), f"results {str(path)!r}", indent=2)
-    atomic_write_text(Path(path), text + "\n")
+    atomic_write_text(Path(path), text + "\n", KEPT_RECORDS, RESUME)
     return results
 
 

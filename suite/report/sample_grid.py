@@ -28,7 +28,6 @@ saved by an older version, which did not store it) is printed as ``?``.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from suite.paths import KEPT_RECORDS, RESUME, atomic_write
 from suite.report.sample_files import SAMPLES_DIR, image_path, safe_name
 
 #: Rows per grid: a 10,000-example run still draws a picture one can look at.
@@ -187,10 +187,7 @@ def draw_grid(rows: Sequence[Row], title: str, path: Path) -> Path:
             for line, (text, colour) in enumerate(_captions(row, diff, amplification)[column]):
                 _text(draw, font, (x, y + layout.cell[1] + 1 + line * LINE_HEIGHT), text, layout.cell[0], colour)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    canvas.save(temporary, format="PNG")
-    os.replace(temporary, path)
-    return path
+    return atomic_write(path, lambda handle: canvas.save(handle, format="PNG"), KEPT_RECORDS, RESUME)
 
 
 def _captions(row: Row, diff: np.ndarray, amplification: float) -> list[list[tuple[str, tuple[int, int, int]]]]:

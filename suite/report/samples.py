@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from suite.paths import atomic_write_text
+from suite.paths import KEPT_RECORDS, RESUME, atomic_write, atomic_write_text
 from suite.report.sample_files import SAMPLES_FILE, image_path
 from suite.report.sample_grid import CONFIDENCE_KEY, PREDICTION_KEY, grid_section, read_served
 
@@ -46,7 +46,8 @@ def save_image(tensor: Any, path: Path, text: dict[str, str] | None = None) -> N
     for key, value in (text or {}).items():
         info.add_text(key, value)
     path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(array.numpy()).save(path, pnginfo=info)
+    image = Image.fromarray(array.numpy())
+    atomic_write(path, lambda handle: image.save(handle, format="PNG", pnginfo=info), KEPT_RECORDS, RESUME)
 
 
 def changed_words(original: str, adversarial: str) -> list[str]:
@@ -79,7 +80,7 @@ def write_samples(directory: Path, title: str, labels: Sequence[str], examples: 
             lines += grid_section(directory, examples, clean, attacks, name)
     for example in examples:
         lines += _example_lines(directory, example, clean[example.id], attacks, name)
-    return atomic_write_text(directory / SAMPLES_FILE, "\n".join(lines))
+    return atomic_write_text(directory / SAMPLES_FILE, "\n".join(lines), KEPT_RECORDS, RESUME)
 
 
 def _example_lines(directory: Path, example: Any, record: dict[str, Any],

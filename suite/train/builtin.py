@@ -27,9 +27,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from suite.models.base import Classifier, ModelInfo
-from suite.models.builtin import DIGITS_ARCH, cached_model
+from suite.models.builtin import DIGITS_ARCH, load_cached
 from suite.models.card import BUILTIN_THREAT_MODELS
 from suite.models.config import ModelConfig
+from suite.paths import atomic_write_text
 from suite.train.config import TrainConfig
 
 #: Bump when a recipe below changes, so stale caches are not reused.
@@ -76,7 +77,7 @@ def train_digits_bat(directory: Path) -> None:
     first = load_model("builtin:digits-cnn-at")
     second = load_timm(str(directory), ModelConfig(spec=f"timm:{directory}"))
     search = alpha_search(first, second, examples, eps=DIGITS_AT_EPS)
-    (directory / BAT_ALPHA_FILE).write_text(json.dumps(search, indent=2) + "\n")
+    atomic_write_text(directory / BAT_ALPHA_FILE, json.dumps(search, indent=2) + "\n")
 
 
 def train_digits_at(directory: Path) -> None:
@@ -90,8 +91,8 @@ def train_digits_beta_at(directory: Path) -> None:
 def _load(name: str, recipe: str, config: ModelConfig) -> Classifier:
     from suite.models.timm_image import load_timm
 
-    directory = cached_model(f"{name}-{DIGITS_AT_VERSION}", recipe)
-    classifier = load_timm(str(directory), config.model_copy(update={"checkpoint": None}))
+    classifier, directory = load_cached(f"builtin:{name}", f"{name}-{DIGITS_AT_VERSION}", recipe,
+                                        lambda path: load_timm(path, config.model_copy(update={"checkpoint": None})))
     trained = RECIPES[name]
     classifier.info = ModelInfo(
         spec=f"builtin:{name}", revision=DIGITS_AT_VERSION,

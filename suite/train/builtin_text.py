@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from suite.models.base import Classifier, ModelInfo
-from suite.models.builtin import cached_model, is_cached
+from suite.models.builtin import is_cached, load_cached
 from suite.models.config import ModelConfig
 from suite.train.config import TrainConfig
 
@@ -79,8 +79,9 @@ def sentiment_init(config: ModelConfig) -> Classifier:
     """The untrained word-level BERT every sentiment-<method> model starts from."""
     from suite.models.hf_text import load_hf
 
-    directory = cached_model(f"sentiment-init-{INIT_VERSION}", "suite.train.builtin_text:train_init")
-    classifier = load_hf(str(directory), config.model_copy(update={"revision": None}))
+    classifier, directory = load_cached("builtin:sentiment-init", f"sentiment-init-{INIT_VERSION}",
+                                        "suite.train.builtin_text:train_init",
+                                        lambda path: load_hf(path, config.model_copy(update={"revision": None})))
     classifier.info = ModelInfo(spec="builtin:sentiment-init", revision=INIT_VERSION, extra={"path": str(directory)})
     return classifier
 
@@ -111,8 +112,9 @@ def load(name: str, config: ModelConfig) -> Classifier:
 
         # Before the training process starts: a missing corpus is one line, not its traceback.
         require_for_model(f"builtin:{name}", tuple(NLTK[item] for item in TRAINING_RESOURCES[method]))
-    directory = cached_model(f"{name}-{version}", f"suite.train.builtin_text:train_{name.replace('-', '_')}")
-    classifier = load_hf(str(directory), config.model_copy(update={"revision": None}))
+    classifier, directory = load_cached(f"builtin:{name}", f"{name}-{version}",
+                                        f"suite.train.builtin_text:train_{name.replace('-', '_')}",
+                                        lambda path: load_hf(path, config.model_copy(update={"revision": None})))
     classifier.info = ModelInfo(spec=f"builtin:{name}", revision=version,
                                 extra={"path": str(directory), "training": trained.method, "train_seed": seed,
                                        "method_params": trained.method_params})

@@ -5,16 +5,19 @@
     <output>/
       config.json, model.safetensors   the last finished epoch: a ``timm:<dir>`` model (a text
                                        model's tokenizer files too: an ``hf:<dir>`` model)
+      weights.sha256.json              the sha256 of model.safetensors, checked when it loads
       best/                            the epoch with the best robust validation accuracy (same layout)
       train_log.jsonl                  one line per finished epoch
       curves.png                       learning curves (Robey et al., Fig. 1)
       train_run.json                   the run's identity: a different run is refused here
       state.safetensors                weights, optimiser state and progress: what a rerun resumes from
 
-Everything is written atomically. ``state.safetensors`` is written last in an epoch and is the
-only commit point: a run killed at any moment resumes from its last finished epoch, and since
-every random choice is keyed by (seed, epoch, example), the resumed run ends with the weights
-an uninterrupted run has. Nothing is ever unpickled: tensors go to safetensors, the rest to JSON.
+Everything is written atomically; a model directory's hash record after its weights, so a
+load refuses weights damaged after they were written. ``state.safetensors`` is written last
+in an epoch and is the only commit point: a run killed at any moment resumes from its last
+finished epoch, and since every random choice is keyed by (seed, epoch, example), the resumed
+run ends with the weights an uninterrupted run has. Nothing is ever unpickled: tensors go to
+safetensors, the rest to JSON.
 """
 
 from __future__ import annotations
@@ -29,10 +32,14 @@ from typing import Any
 import torch
 
 from suite.errors import ConfigError
-from suite.paths import atomic_write_text, check_run_directory, lock_directory, writable_parent
+from suite.models.weights import HASH_FILE, record_hashes
+from suite.paths import (RESUME, append_text, atomic_write, atomic_write_text, check_run_directory, lock_directory,
+                         writable_parent, writing)
 
 logger = logging.getLogger(__name__)
 RUN_FILE = "train_run.json"
+#: What a failed write keeps: a rerun resumes from the last finished epoch.
+KEPT_EPOCHS = "finished epochs are kept"
 STATE_FILE = "state.safetensors"
 LOG_FILE = "train_log.jsonl"
 CURVES_FILE = "curves.png"
@@ -42,7 +49,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
                    "merges.txt", "spm.model", "sentencepiece.bpe.model", "spiece.model", "added_tokens.json",
                    "generation_config.json", "chat_template.jinja")
 #: Everything a training run writes: ``--overwrite`` clears exactly these, never other files.
-TRAIN_FILES = (RUN_FILE, STATE_FILE, LOG_FILE, CURVES_FILE, "config.json", "model.safetensors", *TOKENIZER_FILES)
+TRAIN_FILES = (RUN_FILE, STATE_FILE, LOG_FILE, CURVES_FILE, "config.json", "model.safetensors", HASH_FILE,
+               *TOKENIZER_FILES)
 TRAIN_DIRS = (BEST_DIR,)
 
 
@@ -82,7 +90,8 @@ class TrainStore:
                     path.unlink(missing_ok=True)
             else:
                 self._verify()  # again, under the lock
-            atomic_write_text(self.directory / RUN_FILE, json.dumps(self.identity, indent=2, sort_keys=True) + "\n")
+            atomic_write_text(self.directory / RUN_FILE, json.dumps(self.identity, indent=2, sort_keys=True) + "\n",
+                              KEPT_EPOCHS, RESUME)
         except BaseException:
             self.close(failed=True)
             raise
@@ -155,14 +164,13 @@ class TrainStore:
     def save_state(self, model: dict[str, torch.Tensor], optimiser: dict[str, torch.Tensor],
                    progress: dict[str, Any]) -> None:
         """Commit a finished epoch (atomically): the point a rerun resumes from."""
-        from safetensors.torch import save_file
+        from safetensors.torch import save
 
         tensors = {f"model.{key}": value.contiguous() for key, value in model.items()}
         tensors |= {f"optim.{key}": value.detach().cpu().contiguous() for key, value in optimiser.items()}
         path = self.directory / STATE_FILE
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        save_file(tensors, str(tmp), metadata={"progress": json.dumps(progress, sort_keys=True)})
-        os.replace(tmp, path)
+        data = save(tensors, metadata={"progress": json.dumps(progress, sort_keys=True)})
+        atomic_write(path, lambda handle: handle.write(data), KEPT_EPOCHS, RESUME)
 
     # -- outputs ------------------------------------------------------------------------------
 
@@ -171,20 +179,25 @@ class TrainStore:
         epoch) or ``best/``."""
         staging = self.directory / f".staging.{os.getpid()}.tmp"
         shutil.rmtree(staging, ignore_errors=True)
-        save(staging)
-        if self.card is not None:
-            (staging / "README.md").write_text(self.card, encoding="utf-8")
-        if best:
-            target = self.directory / BEST_DIR
-            old = self.directory / f".old-best.{os.getpid()}.tmp"
-            if target.exists():
-                os.replace(target, old)
-            os.replace(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
-            return
-        for path in sorted(staging.iterdir()):  # weights, config (and a text model's tokenizer files)
-            os.replace(path, self.directory / path.name)
-        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            with writing(self.directory / (BEST_DIR if best else ""), KEPT_EPOCHS, RESUME):
+                save(staging)
+                record_hashes(staging)  # checked by every load of the directory
+                if self.card is not None:
+                    atomic_write_text(staging / "README.md", self.card, KEPT_EPOCHS, RESUME)
+                if best:
+                    target = self.directory / BEST_DIR
+                    old = self.directory / f".old-best.{os.getpid()}.tmp"
+                    if target.exists():
+                        os.replace(target, old)
+                    os.replace(staging, target)
+                    shutil.rmtree(old, ignore_errors=True)
+                    return
+                # weights, config (and a text model's tokenizer files), then the hash record of those weights
+                for path in sorted(staging.iterdir(), key=lambda path: path.name == HASH_FILE):
+                    os.replace(path, self.directory / path.name)
+        finally:  # whatever was staged and not moved into place is removed, on success or failure
+            shutil.rmtree(staging, ignore_errors=True)
 
     def log(self, epochs_done: int) -> list[dict[str, Any]]:
         """The log of the finished epochs (lines of epochs not committed by a state are dropped)."""
@@ -199,14 +212,12 @@ class TrainStore:
                 continue  # a line cut short by a kill
             if isinstance(entry, dict) and isinstance(entry.get("epoch"), int) and entry["epoch"] <= epochs_done:
                 lines.append(entry)
-        atomic_write_text(path, "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in lines))
+        atomic_write_text(path, "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in lines), KEPT_EPOCHS, RESUME)
         return lines
 
     def append_log(self, entry: dict[str, Any]) -> None:
-        with open(self.directory / LOG_FILE, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(entry, sort_keys=True, allow_nan=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        append_text(self.directory / LOG_FILE, json.dumps(entry, sort_keys=True, allow_nan=False) + "\n",
+                    KEPT_EPOCHS, RESUME)
 
 
 def optimiser_tensors(optimiser: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

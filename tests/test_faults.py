@@ -1,0 +1,275 @@
+"""I/O fault sweep: the system refusing a write at any point of a run (no space, quota, read-only...).
+
+Every write of the suite commits through :func:`suite.paths.sync` (atomic writes and record
+appends alike), so counting its calls counts the run's write points. For every write point k
+of a small ``evaluate`` (and of a ``leaderboard add``) an ``OSError(ENOSPC)`` is raised at the
+k-th one, the way a full disk raises it, and the test checks what a user sees and what is left:
+
+* one line on stderr naming the file and what is kept, no traceback, exit status 1;
+* no temporary file anywhere under the output directory;
+* the same command without the fault ends with exactly the uninterrupted run's records and
+  numbers (timing fields aside); a failed ``leaderboard add`` leaves the leaderboard byte for byte.
+
+Where the tests run as root, one real case fills a small tmpfs while ``records.jsonl`` grows.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import suite.paths
+from suite.cli.main import main
+from suite.errors import WriteError, is_write_fault
+
+EVALUATE = ("-q", "evaluate", "--model", "builtin:digits-cnn", "--n", "8", "--attacks", "fgm_linf",
+            "--batch-size", "4", "--log-samples")
+#: Fields that differ between two runs of the same evaluation (when and how long, not what).
+TIMING = {"seconds", "clean_seconds", "compute_seconds", "created"}
+
+
+def advsuite(*args: str) -> int:
+    with pytest.raises(SystemExit) as caught:
+        main(list(args))
+    return caught.value.code
+
+
+class Faults:
+    """A :func:`suite.paths.sync` that counts its calls and fails the ``fail_at``-th (from 1)."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.fail_at, self.calls, self.failed = fail_at, 0, None
+        self.real = suite.paths.sync
+
+    def __call__(self, handle) -> None:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            self.failed = handle.name
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), handle.name)
+        self.real(handle)
+
+
+def without_timing(value):
+    if isinstance(value, dict):
+        return {key: without_timing(item) for key, item in value.items() if key not in TIMING}
+    if isinstance(value, list):
+        return [without_timing(item) for item in value]
+    return value
+
+
+def outcome(directory: Path) -> tuple[list, dict]:
+    """The run's records (in file order) and results, timing fields aside."""
+    records = [without_timing(json.loads(line)) for line in (directory / "records.jsonl").read_text().splitlines()]
+    return records, without_timing(json.loads((directory / "results.json").read_text()))
+
+
+def temporaries(root: Path) -> list[Path]:
+    return [path for path in root.rglob("*") if path.name.endswith(".tmp")]
+
+
+def target_of(written: str) -> Path:
+    """The file a write was for: ``dir/.name.<pid>.tmp`` stages ``dir/name``; an append writes the file itself."""
+    path = Path(written)
+    return path.parent / path.name[1:].rsplit(".", 2)[0] if path.name.endswith(".tmp") else path
+
+
+def assert_one_line(err: str, where: Path) -> None:
+    """The failure is the last line of stderr, said once (a warning of the run may come before it)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err, err
+    assert lines and lines[-1].startswith("advsuite: could not write "), err
+    assert sum("could not write" in line for line in lines) == 1, err
+    assert "No space left on device (errno 28)" in lines[-1] and "free space and rerun the same command" in lines[-1], err
+    assert str(where) in lines[-1], err
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny convolutions run faster on one thread (and the sweep runs the model ~40 times)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, digits_model):
+    """The uninterrupted run: its outcome and how many write points it has."""
+    directory = tmp_path_factory.mktemp("faults") / "reference"
+    counter = Faults()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suite.paths, "sync", counter)
+        assert advsuite(*EVALUATE, "--output", str(directory)) == 0
+    return directory, counter.calls, outcome(directory)
+
+
+def test_write_error_is_one_line_with_escaped_path():
+    error = WriteError("runs/x\x1b[2J/records.jsonl", OSError(errno.ENOSPC, "No space left on device"),
+                       "finished records are kept", "rerun the same command to resume")
+    assert str(error) == ("could not write runs/x\\x1b[2J/records.jsonl: No space left on device (errno 28); "
+                          "finished records are kept: free space and rerun the same command to resume")
+    assert error.exit_code == 1
+    assert all(is_write_fault(OSError(number, "x")) for number in
+               (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO))
+    assert not is_write_fault(OSError(errno.ENOENT, "x")) and not is_write_fault(ValueError())
+
+
+@pytest.mark.parametrize("fault", [errno.ENOSPC, errno.EIO])
+def test_atomic_write_and_append_leave_no_debris(tmp_path, fault):
+    target, log = tmp_path / "file.json", tmp_path / "log.jsonl"
+    suite.paths.atomic_write_text(target, "old")
+    suite.paths.append_text(log, "one\n")
+
+    def fail(handle):
+        raise OSError(fault, os.strerror(fault), handle.name)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suite.paths, "sync", fail)
+        with pytest.raises(WriteError, match="could not write .*file.json"):
+            suite.paths.atomic_write_text(target, "new")
+        with pytest.raises(WriteError, match="could not write .*log.jsonl.*finished records are kept"):
+            suite.paths.append_text(log, "two\n")
+    assert target.read_text() == "old" and log.read_text() == "one\n"  # the old file, no partial line
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["file.json", "log.jsonl"]
+
+
+def test_evaluate_fault_sweep(reference, tmp_path, capsys):
+    """ENOSPC at every write point of an evaluation: one line, exit 1, no debris, the rerun
+    ends with the uninterrupted run's records and numbers."""
+    _, points, expected = reference
+    assert points >= 20, f"only {points} write points: the sweep would not cover the run"
+    capsys.readouterr()
+    for k in range(1, points + 1):
+        directory = tmp_path / f"k{k}"
+        faults = Faults(fail_at=k)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(suite.paths, "sync", faults)
+            code = advsuite(*EVALUATE, "--output", str(directory))
+        err = capsys.readouterr().err
+        assert code == 1, f"write point {k} ({faults.failed}): exit {code}\n{err}"
+        assert_one_line(err, target_of(faults.failed))
+        assert temporaries(tmp_path) == [], f"write point {k}: debris {temporaries(tmp_path)}"
+        assert advsuite(*EVALUATE, "--output", str(directory)) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        assert outcome(directory) == expected, f"write point {k} ({faults.failed}): the rerun differs"
+        assert temporaries(tmp_path) == []
+        shutil.rmtree(directory)
+    print(f"evaluate fault sweep: {points} write points, each failed once and resumed")
+
+
+def test_leaderboard_add_fault_sweep(reference, tmp_path, capsys):
+    """ENOSPC at every write of a first ``leaderboard add`` (the board, then the page beside it)
+    and of an add to an existing board: one line, exit 1, the board byte for byte as before
+    (or absent), no temporary file; the same command then succeeds."""
+    run, _, _ = reference
+    add = ("-q", "leaderboard", "add", str(run / "results.json"), "--leaderboard")
+    counter = Faults()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suite.paths, "sync", counter)
+        assert advsuite(*add, str(tmp_path / "clean" / "leaderboard.json")) == 0
+    points, expected = counter.calls, (tmp_path / "clean").iterdir()
+    expected = {path.name: path.read_bytes() for path in expected}
+    assert points >= 3, f"only {points} write points in a first add (leaderboard, page, schema)"
+    capsys.readouterr()
+    for k in range(1, points + 1):
+        board = tmp_path / f"k{k}" / "leaderboard.json"
+        faults = Faults(fail_at=k)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(suite.paths, "sync", faults)
+            code = advsuite(*add, str(board))
+        err = capsys.readouterr().err
+        assert code == 1, err
+        assert_one_line(err, target_of(faults.failed))
+        assert ("the leaderboard is unchanged" in err) == (k == 1) and (k == 1) != board.exists(), err
+        assert temporaries(tmp_path) == []
+        assert advsuite(*add, str(board)) == 0
+        written = {path.name: path.read_bytes() for path in board.parent.iterdir()}
+        assert written.keys() == expected.keys() and written["index.html"] == expected["index.html"]
+    board = tmp_path / "k1" / "leaderboard.json"
+    before = board.read_bytes()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suite.paths, "sync", Faults(fail_at=1))
+        assert advsuite(*add, str(board)) == 1
+    assert board.read_bytes() == before and "the leaderboard is unchanged" in capsys.readouterr().err
+    assert temporaries(tmp_path) == []
+    print(f"leaderboard add fault sweep: {points} write points")
+
+
+@pytest.mark.parametrize("fault", [errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO])
+def test_every_refused_write_is_one_line_with_status_1(tmp_path, capsys, fault):
+    """Another command, each errno the system refuses a write with: one line naming the file and
+    the errno, no traceback, status 1, nothing left behind."""
+    output = tmp_path / "schema\x1b.json"
+
+    def refuse(handle):
+        raise OSError(fault, os.strerror(fault), handle.name)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suite.paths, "sync", refuse)
+        assert advsuite("leaderboard", "schema", "--output", str(output)) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"advsuite: could not write {tmp_path}/schema\\x1b.json: {os.strerror(fault)} (errno {fault}); ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_refused_directory_write_is_one_line(tmp_path, capsys, monkeypatch):
+    """A write outside the suite's writers (here: creating the output directory) is one line too."""
+    from pathlib import Path as RealPath
+
+    real = RealPath.mkdir
+
+    def full(self, *args, **kwargs):  # only the output directory's file system is full
+        if not str(self).startswith(str(tmp_path)):
+            return real(self, *args, **kwargs)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(RealPath, "mkdir", full)
+    code = advsuite(*EVALUATE, "--output", str(tmp_path / "run"))
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith(f"advsuite: could not write {tmp_path}/run: No space left on device (errno 28)")
+
+
+def test_records_on_a_full_tmpfs(tmp_path, capsys):
+    """A real full disk: a tmpfs with two pages free, so ``records.jsonl`` fills it mid-run.
+    One line, exit 1, whole lines only; with space freed the same command resumes to the numbers
+    of an uninterrupted run."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    command = ("-q", "evaluate", "--model", "builtin:digits-cnn", "--n", "24", "--attacks", "fgm_linf", "--batch-size", "4")
+    try:
+        assert advsuite(*command, "--output", str(tmp_path / "reference")) == 0
+        page = os.sysconf("SC_PAGE_SIZE")
+        filler = mount / "filler"
+        stat = os.statvfs(mount)
+        filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 2 * page))  # run.json and one page of records
+        directory = mount / "run"
+        capsys.readouterr()
+        assert advsuite(*command, "--output", str(directory)) == 1
+        err = capsys.readouterr().err
+        assert_one_line(err, directory / "records.jsonl")
+        assert "finished records are kept" in err
+        assert temporaries(mount) == []
+        data = (directory / "records.jsonl").read_bytes()
+        assert data and data.endswith(b"\n"), "no record was kept, or a partial line was left"
+        [json.loads(line) for line in data.splitlines()]
+        filler.unlink()  # space freed: the same command resumes
+        assert advsuite(*command, "--output", str(directory)) == 0, capsys.readouterr().err
+        assert outcome(directory) == outcome(tmp_path / "reference")
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)

@@ -1,0 +1,129 @@
+"""Weights the suite writes carry their sha256, and every load checks it (issue 38, item 1).
+
+Damage is 4 KB of flipped bytes inside the tensor data of ``model.safetensors``: same length,
+valid header, so only the recorded hash tells it from the real model. A damaged built-in is
+trained again to the numbers it had; a damaged ``advsuite train`` output is refused in one line
+(the bad-input table, ``bad_input_faults.py``); ``advsuite ls --verify`` names the damage.
+Built-in entries are copied from the session's shared cache (conftest.py): nothing new is
+trained here but ``sentiment-init`` (zero epochs: the cheapest built-in to train again).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from suite.errors import ConfigError
+from suite.models import load_model
+from tiny_models import flip_tensor_bytes
+
+from suite.models.weights import HASH_FILE, WeightsMismatchError, file_sha256, record_hashes, verify_weights
+
+WEIGHTS = "model.safetensors"
+
+
+def _enter_cache(tmp_path: Path, monkeypatch, *specs: str) -> list[Path]:
+    """The shared cache entries of built-ins ``specs`` (trained once per session: conftest.py),
+    copied into a cache of this test's own, which ``ADVSUITE_CACHE`` then names."""
+    cache = tmp_path / "cache" / "models"
+    copies = []
+    for spec in specs:
+        source = Path(load_model(spec).info.extra["path"])
+        target = shutil.copytree(source, cache / source.name)
+        if not (target / HASH_FILE).exists():  # a shared cache filled before hashes were recorded
+            record_hashes(target)
+        copies.append(target)
+    monkeypatch.setenv("ADVSUITE_CACHE", str(tmp_path / "cache"))
+    return copies
+
+
+def _numbers(results) -> dict:
+    return {"clean": results.clean_accuracy,
+            **{name: entry.robust_accuracy for name, entry in results.attacks.items()}}
+
+
+def test_a_damaged_builtin_is_trained_again_to_the_numbers_it_had(tmp_path, monkeypatch, caplog):
+    import suite
+
+    [entry] = _enter_cache(tmp_path, monkeypatch, "builtin:sentiment-init")
+    recorded = json.loads((entry / HASH_FILE).read_text())["sha256"][WEIGHTS]
+    before = _numbers(suite.evaluate("builtin:sentiment-init", "builtin:sentiment", attacks=["deepwordbug"], n=16,
+                                     output=tmp_path / "before"))
+    flip_tensor_bytes(entry / WEIGHTS)
+    assert file_sha256(entry / WEIGHTS) != recorded
+    with caplog.at_level(logging.WARNING, logger="suite.models.builtin"):
+        after = _numbers(suite.evaluate("builtin:sentiment-init", "builtin:sentiment", attacks=["deepwordbug"], n=16,
+                                        output=tmp_path / "after"))
+    assert after == before
+    warnings = [record.getMessage() for record in caplog.records if "recorded hash" in record.getMessage()]
+    assert warnings == [f"builtin:sentiment-init: cached weights {entry / WEIGHTS} do not match their recorded hash "
+                        "(damaged?): retraining"]
+    # The retrained entry records its hash when written: the same weights as before the damage.
+    assert json.loads((entry / HASH_FILE).read_text())["sha256"] == {WEIGHTS: recorded}
+    assert file_sha256(entry / WEIGHTS) == recorded
+    assert not [path for path in entry.parent.iterdir() if path.name.startswith(".")]  # nothing left behind
+
+
+def test_a_damaged_digits_cnn_never_loads_under_another_name(tmp_path, monkeypatch):
+    # The issue's case: as timm:<dir>, the damaged copy gave 16 % clean accuracy under the
+    # built-in's name; with its recorded hash it is refused, naming the file and both hashes.
+    [entry] = _enter_cache(tmp_path, monkeypatch, "builtin:digits-cnn")
+    recorded = file_sha256(entry / WEIGHTS)
+    assert verify_weights(entry / WEIGHTS) is True
+    flip_tensor_bytes(entry / WEIGHTS)
+    with pytest.raises(WeightsMismatchError) as caught:
+        load_model(f"timm:{entry}")
+    message = str(caught.value)
+    assert "\n" not in message and repr(str(entry / WEIGHTS)) in message
+    assert recorded in message and file_sha256(entry / WEIGHTS) in message
+    assert isinstance(caught.value, ConfigError)  # one line, exit 2 in the CLI
+
+
+def test_directories_without_a_record_load_as_before(tmp_path):
+    from tiny_models import save_tiny_timm
+
+    save_tiny_timm(tmp_path / "m")
+    assert verify_weights(tmp_path / "m" / WEIGHTS) is False
+    flip_tensor_bytes(tmp_path / "m" / WEIGHTS)
+    assert load_model(f"timm:{tmp_path / 'm'}").labels == ["c0", "c1", "c2"]  # nothing to check it against
+
+
+def test_train_outputs_record_their_hash_last_and_best(tmp_path):
+    from tiny_models import save_tiny_timm
+
+    from suite.train.store import TrainStore
+
+    store = TrainStore(tmp_path / "run", identity={})
+    (tmp_path / "run").mkdir()
+    store.save_model(lambda directory: save_tiny_timm(directory))
+    store.save_model(lambda directory: save_tiny_timm(directory, seed=1), best=True)
+    for directory in (tmp_path / "run", tmp_path / "run" / "best"):
+        recorded = json.loads((directory / HASH_FILE).read_text())
+        assert recorded == {"sha256": {WEIGHTS: file_sha256(directory / WEIGHTS)}}
+        assert verify_weights(directory / WEIGHTS) is True
+    assert file_sha256(tmp_path / "run" / WEIGHTS) != file_sha256(tmp_path / "run" / "best" / WEIGHTS)
+
+
+def test_ls_verify_names_the_damaged_entry(tmp_path, monkeypatch, capsys):
+    from suite.cli.main import main
+
+    digits, text = _enter_cache(tmp_path, monkeypatch, "builtin:digits-cnn", "builtin:sentiment-init")
+    with pytest.raises(SystemExit) as caught:
+        main(["ls", "--verify"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out.split() == [digits.name, "ok", text.name, "ok"]
+
+    recorded = file_sha256(digits / WEIGHTS)
+    flip_tensor_bytes(digits / WEIGHTS)
+    (text / HASH_FILE).unlink()
+    with pytest.raises(SystemExit) as caught:
+        main(["ls", "--verify"])
+    lines = capsys.readouterr().out.splitlines()
+    assert caught.value.code == 1
+    assert lines[0] == (f"{digits.name}      damaged: {str(digits / WEIGHTS)!r} expected sha256 {recorded}, actual "
+                        f"{file_sha256(digits / WEIGHTS)} (its next load trains it again)")
+    assert lines[1].startswith(f"{text.name}  no recorded hash") and len(lines) == 2
