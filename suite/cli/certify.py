@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from suite.cli.argtypes import nonnegative_int, output_dir, positive_float
-from suite.cli.common import positive_int, radii
+from suite.cli.argtypes import nonnegative_int, output_dir
+from suite.cli.common import add_image_model_flags, positive_int, radii
 
 EPILOG = """examples:
   advsuite certify --model builtin:digits-cnn-at --dataset builtin:digits --n 100 --norm l2 --eps 0.1,0.3,1
@@ -45,15 +45,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--seed", type=nonnegative_int, default=0)
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/certify/<model>)")
     model = parser.add_argument_group("model options (as for advsuite evaluate)")
-    model.add_argument("--checkpoint", help="safetensors weights for a timm:<architecture> model")
-    model.add_argument("--num-classes", type=positive_int, metavar="N",
-                       help="timm: classes of the --checkpoint model (default: read from the checkpoint)")
-    model.add_argument("--allow-pickle", action="store_true",
-                       help="also load pickled weights (pytorch_model.bin, .pt, .pth, .ckpt). UNSAFE: unpickling "
-                       "runs arbitrary code; only for files you trust (default: safetensors only)")
-    model.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=True,
-                       help="timm: load the named pretrained weights from the Hub (default: yes)")
-    model.add_argument("--temperature", type=positive_float, default=1.0, help="served (design) temperature T: logits / T")
+    add_image_model_flags(model)
     model.add_argument("--device", help="cpu, cuda, cuda:1 (default: CUDA when present)")
     parser.set_defaults(handler=handle)
 

@@ -6,6 +6,8 @@ import argparse
 import math
 from collections.abc import Sequence
 
+from suite.cli.argtypes import positive_float
+
 
 def positive_int(text: str) -> int:
     try:
@@ -24,6 +26,19 @@ def add_directory_flags(parser: argparse.ArgumentParser) -> None:
                         "never other files); without it a rerun resumes, and another run there is refused")
     parser.add_argument("--wait", action="store_true",
                         help="if another advsuite run is writing to the output dir, wait for it (default: refuse)")
+
+
+def add_image_model_flags(group) -> None:
+    """The flags that say how an image model is loaded (``evaluate`` and ``certify`` share them)."""
+    group.add_argument("--checkpoint", help="safetensors weights for a timm:<architecture> model")
+    group.add_argument("--num-classes", type=positive_int, metavar="N",
+                       help="timm: classes of the --checkpoint model (default: read from the checkpoint)")
+    group.add_argument("--allow-pickle", action="store_true",
+                       help="also load pickled weights (pytorch_model.bin, .pt, .pth, .ckpt). UNSAFE: unpickling "
+                       "runs arbitrary code; only for files you trust (default: safetensors only)")
+    group.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=True,
+                       help="timm: load the named pretrained weights from the Hub (default: yes)")
+    group.add_argument("--temperature", type=positive_float, default=1.0, help="served (design) temperature T: logits / T")
 
 
 def add_deterministic_flag(parser: argparse.ArgumentParser) -> None:

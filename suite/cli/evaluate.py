@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from suite.cli.argtypes import adversary_list, attack_list, nonnegative_int, output_dir, positive_float
-from suite.cli.common import add_deterministic_flag, add_directory_flags, positive_int, print_report, radii
+from suite.cli.argtypes import adversary_list, attack_list, nonnegative_int, output_dir
+from suite.cli.common import (add_deterministic_flag, add_directory_flags, add_image_model_flags, positive_int,
+                              print_report, radii)
 
 EPILOG = """examples:
   advsuite evaluate --model builtin:sentiment-tiny --attacks deepwordbug --limit 20 --log-samples
@@ -51,15 +52,7 @@ def add_parser(subparsers) -> None:
                         "(text, or PNG files of images under samples/)")
     model = parser.add_argument_group("model options")
     model.add_argument("--revision", help="Hub revision of an hf: model")
-    model.add_argument("--checkpoint", help="safetensors weights for a timm:<architecture> model")
-    model.add_argument("--num-classes", type=positive_int, metavar="N",
-                       help="timm: classes of the --checkpoint model (default: read from the checkpoint)")
-    model.add_argument("--allow-pickle", action="store_true",
-                       help="also load pickled weights (pytorch_model.bin, .pt, .pth, .ckpt). UNSAFE: unpickling "
-                       "runs arbitrary code; only for files you trust (default: safetensors only)")
-    model.add_argument("--pretrained", action=argparse.BooleanOptionalAction, default=True,
-                       help="timm: load the named pretrained weights from the Hub (default: yes)")
-    model.add_argument("--temperature", type=positive_float, default=1.0, help="served (design) temperature T: logits / T")
+    add_image_model_flags(model)
     model.add_argument("--trust-remote-code", action="store_true", help="allow Hub model code to run (off by default)")
     model.add_argument("--device", help="cpu, cuda, cuda:1 (default: CUDA when present)")
     data = parser.add_argument_group("dataset options")
