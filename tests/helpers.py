@@ -33,3 +33,13 @@ def judge(model, examples, outputs) -> list[Judged]:
 def run_judged(attack, model, examples, seed):
     """``attack.run`` followed by :func:`judge`."""
     return judge(model, examples, attack.run(model, examples, seed))
+
+
+def without_keys(value, keys):
+    """``value`` (JSON-like) with every mapping's ``keys`` dropped, at any depth: what two
+    identical runs must agree on once timings (and the like) are left out."""
+    if isinstance(value, dict):
+        return {key: without_keys(item, keys) for key, item in value.items() if key not in keys}
+    if isinstance(value, list):
+        return [without_keys(item, keys) for item in value]
+    return value

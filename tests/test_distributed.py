@@ -18,6 +18,8 @@ import pytest
 from suite.evaluation.distributed import Processes
 from suite.evaluation.records import RecordStore
 
+from helpers import without_keys
+
 RECIPE = """
 name: dist
 seed: 0
@@ -110,11 +112,7 @@ def _finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
 
 
 def _strip(value):
-    if isinstance(value, dict):
-        return {key: _strip(item) for key, item in value.items() if key not in VOLATILE}
-    if isinstance(value, list):
-        return [_strip(item) for item in value]
-    return value
+    return without_keys(value, VOLATILE)
 
 
 def _outputs(directory: Path) -> dict[str, tuple[dict, list[dict]]]:

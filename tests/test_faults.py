@@ -29,6 +29,8 @@ import suite.paths
 from suite.cli.main import main
 from suite.errors import WriteError, is_write_fault
 
+from helpers import without_keys
+
 EVALUATE = ("-q", "evaluate", "--model", "builtin:digits-cnn", "--n", "8", "--attacks", "fgm_linf",
             "--batch-size", "4", "--log-samples")
 #: Fields that differ between two runs of the same evaluation (when and how long, not what).
@@ -57,11 +59,7 @@ class Faults:
 
 
 def without_timing(value):
-    if isinstance(value, dict):
-        return {key: without_timing(item) for key, item in value.items() if key not in TIMING}
-    if isinstance(value, list):
-        return [without_timing(item) for item in value]
-    return value
+    return without_keys(value, TIMING)
 
 
 def outcome(directory: Path) -> tuple[list, dict]:

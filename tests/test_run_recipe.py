@@ -13,6 +13,8 @@ import suite
 from suite.errors import UnknownNameError
 from suite.evaluation.recipe import parse_recipe
 
+from helpers import without_keys
+
 RECIPE = {
     "name": "tiny",
     "seed": 3,
@@ -30,11 +32,7 @@ VARYING = {"seconds", "clean_seconds", "compute_seconds", "created", "provenance
 
 def numbers(value):
     """``value`` (a results.json mapping) without the fields that vary between identical runs."""
-    if isinstance(value, dict):
-        return {key: numbers(item) for key, item in value.items() if key not in VARYING}
-    if isinstance(value, list):
-        return [numbers(item) for item in value]
-    return value
+    return without_keys(value, VARYING)
 
 
 def records(directory: Path) -> list[dict]:

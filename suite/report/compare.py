@@ -26,7 +26,7 @@ from typing import Any
 
 from suite.errors import ConfigError
 from suite.intervals import wilson_interval
-from suite.report.leaderboard import read_results
+from suite.report.results_file import read_results
 from suite.report.results import Results
 from suite.report.table import format_rows, percent
 from suite.text import printable

@@ -34,7 +34,7 @@ import yaml
 
 from suite.errors import ConfigError
 from suite.paths import atomic_write_text
-from suite.report.leaderboard import read_results
+from suite.report.results_file import read_results
 from suite.report.results import Results
 from suite.text import printable
 

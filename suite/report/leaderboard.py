@@ -49,13 +49,13 @@ from suite.report.leaderboard_schema import (
     schema,
     upgrade,
 )
+from suite.report.results_file import describe_validation, json_kind, read_results
 from suite.text import printable
 
 __all__ = ["DEFAULT_PATH", "LEADERBOARD_VERSION", "Entry", "Illusion", "Leaderboard", "add", "dumps", "empty",
            "entries_from_results", "install_page", "load", "merge", "merge_all", "read_results", "rows", "schema",
            "upgrade"]
 
-RESULTS_VERSIONS = (1, 2)
 DEFAULT_PATH = Path("leaderboard") / "leaderboard.json"
 #: A source checkout first, then where a wheel installs the page and the schema.
 PAGE_DIRS = (Path(__file__).resolve().parents[2] / "leaderboard", Path(sys.prefix) / "share" / "advsuite" / "leaderboard")
@@ -149,7 +149,7 @@ def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
             entries.append(Entry(**fields))
         except ValidationError as error:
             raise ConfigError(f"{source!r} cannot make a leaderboard entry for {threat.label!r}: "
-                              f"{_describe(error)}") from error
+                              f"{describe_validation(error)}") from error
     return entries
 
 
@@ -159,30 +159,6 @@ def _distributional(results: Any, threat: Any) -> float | None:
     found = [entry.accuracy for entry in results.distributional.values()
              if entry.threat.norm == threat.norm and entry.threat.eps == threat.eps and threat.norm is not None]
     return min(found) if found else None
-
-
-def read_results(path: Path) -> Any:
-    """A results.json (schema version 1 or 2), validated (one-line error naming the file and the
-    first problem); version 1 is upgraded to version 2."""
-    from suite.report.results import Results, upgrade
-
-    data = strict_json.read_json(path, "results")
-    if not isinstance(data, dict):
-        raise ConfigError(f"{str(path)!r} holds a JSON {_kind(data)}, not an advsuite results object")
-    version = data.get("schema_version")
-    if not is_int(version) or version not in RESULTS_VERSIONS:
-        raise ConfigError(f"{str(path)!r} has schema_version {version!r}; this advsuite reads results of schema "
-                          f"versions {', '.join(map(str, RESULTS_VERSIONS))} (a newer file needs a newer advsuite)")
-    try:
-        upgraded = upgrade(data)
-    except (AttributeError, TypeError) as error:
-        # upgrade() reads the version 1 layout; a file claiming version 1 may hold anything.
-        raise ConfigError(f"{str(path)!r} is not a valid version 1 results file: its layout does not match "
-                          f"({type(error).__name__}: {error})") from error
-    try:
-        return Results.model_validate(upgraded)
-    except ValidationError as error:
-        raise ConfigError(f"{str(path)!r} is not a valid advsuite results file: {_describe(error)}") from error
 
 
 # --------------------------------------------------------------------------- the file
@@ -201,7 +177,7 @@ def load(path: Path) -> Leaderboard:
         raise ConfigError(f"the leaderboard {str(path)!r} is not a regular file")
     data = strict_json.read_json(path, "leaderboard")
     if not isinstance(data, dict):
-        raise ConfigError(f"{str(path)!r} holds a JSON {_kind(data)}, not a leaderboard object; it was left untouched")
+        raise ConfigError(f"{str(path)!r} holds a JSON {json_kind(data)}, not a leaderboard object; it was left untouched")
     version = data.get("leaderboard_version")
     if is_int(version) and version not in READABLE_VERSIONS:
         raise ConfigError(f"{str(path)!r} has leaderboard_version {version}; this advsuite reads versions "
@@ -210,7 +186,7 @@ def load(path: Path) -> Leaderboard:
     try:
         return Leaderboard.model_validate(upgrade(data))
     except ValidationError as error:
-        raise ConfigError(f"{str(path)!r} does not match leaderboard/schema.json: {_describe(error)}; "
+        raise ConfigError(f"{str(path)!r} does not match leaderboard/schema.json: {describe_validation(error)}; "
                           "it was left untouched") from error
 
 
@@ -346,22 +322,6 @@ def install_page(directory: Path) -> list[Path]:
             atomic_write(target, lambda handle, data=data: handle.write(data), PAGE_MISSING)
             copied.append(target)
     return copied
-
-
-def _describe(error: ValidationError, shown: int = 3) -> str:
-    """One line: 'field: message; ...' for the first ``shown`` problems, printable (field names
-    come from the file)."""
-    parts = []
-    for item in error.errors()[:shown]:
-        where = ".".join(str(part) for part in item["loc"])
-        message = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
-        parts.append(printable(f"{where}: {message}" if where else message))
-    more = error.error_count() - shown
-    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
-
-
-def _kind(value: Any) -> str:
-    return {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
 
 # --------------------------------------------------------------------------- the table
