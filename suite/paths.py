@@ -29,16 +29,20 @@ CACHE_ENV = "ADVSUITE_CACHE"
 
 def cache_dir(*parts: str) -> Path:
     """The suite's cache directory (or a sub-directory of it), created on demand."""
-    root = os.environ.get(CACHE_ENV)
-    if root:
-        base = Path(root).expanduser()
-    else:
-        from platformdirs import user_cache_dir
-
-        base = Path(user_cache_dir("advsuite"))
-    path = base.joinpath(*parts)
+    path = cache_path(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def cache_path(*parts: str) -> Path:
+    """Where :func:`cache_dir` is (or a path inside it), without creating anything: a writer
+    names it in its :class:`~suite.errors.WriteError` even when the directory cannot be made."""
+    root = os.environ.get(CACHE_ENV)
+    if root:
+        return Path(root).expanduser().joinpath(*parts)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("advsuite")).joinpath(*parts)
 
 
 def temporary_path(path: Path) -> Path:
@@ -50,6 +54,15 @@ def sync(handle: BinaryIO) -> None:
     """Flush ``handle`` to the disk: every write of the suite commits here."""
     handle.flush()
     os.fsync(handle.fileno())
+
+
+def sync_files(directory: Path) -> None:
+    """Flush every file under ``directory`` to the disk through :func:`sync`: files another
+    process wrote without fsync, before the directory is renamed into place (a full disk may
+    only say so here)."""
+    for path in sorted(path for path in Path(directory).rglob("*") if path.is_file()):
+        with open(path, "rb") as handle:
+            sync(handle)
 
 
 @contextlib.contextmanager

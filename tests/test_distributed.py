@@ -232,3 +232,71 @@ def test_two_process_evaluate_matches_one_process(tmp_path, digits_model):
         runs[processes] = (_strip(results), _strip(records))
     assert runs[1] == runs[2]
     assert runs[1][0]["attacks"]["pgd_linf"]["n_attacked"] > 0
+
+
+#: Test-only ``sitecustomize`` for launched processes: the tests' netguard, then ENOSPC at the
+#: ADVSUITE_TEST_FAULT_AT-th write (:func:`suite.paths.sync`) of the process with that RANK.
+FAULT_HOOK = '''
+import errno, importlib.util, os
+
+_spec = importlib.util.spec_from_file_location("advsuite_netguard", {netguard!r})
+_spec.loader.exec_module(importlib.util.module_from_spec(_spec))
+if os.environ.get("RANK") is not None and os.environ.get("RANK") == os.environ.get("ADVSUITE_TEST_FAULT_RANK"):
+    import suite.paths
+
+    _real, _calls = suite.paths.sync, []
+
+    def _sync(handle):
+        _calls.append(handle.name)
+        if len(_calls) == int(os.environ["ADVSUITE_TEST_FAULT_AT"]):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), handle.name)
+        _real(handle)
+
+    suite.paths.sync = _sync
+'''
+
+
+def test_a_refused_write_under_launch_is_said_once_and_the_run_resumes(tmp_path, monkeypatch, digits_model):
+    """ENOSPC at process 2's second write (its records file) under a 2-process launch: process 2
+    says it in one line, once, with no traceback; the other process stops as it does when a
+    worker dies; nothing half-written is left, and one process resumes to the reference numbers."""
+    args = ("evaluate", "--model", "builtin:digits-cnn", "--attacks", "fgm_linf", "--eps", "0.05",
+            "--limit", "16", "--batch-size", "4")
+    code, log = _finish(_launch(None, tmp_path / "reference", 1, *args))
+    assert code == 0, log
+    expected = [_strip(json.loads((tmp_path / "reference" / name).read_text())) if name.endswith(".json") else
+                _strip([json.loads(line) for line in (tmp_path / "reference" / name).read_text().splitlines()])
+                for name in ("results.json", "records.jsonl")]
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FAULT_HOOK.format(netguard=str(Path(__file__).parent / "netguard"
+                                                                          / "sitecustomize.py")))
+    output = tmp_path / "two"
+    with monkeypatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ["PYTHONPATH"]]))
+        patch.setenv("ADVSUITE_TEST_FAULT_RANK", "1")
+        patch.setenv("ADVSUITE_TEST_FAULT_AT", "2")
+        code, log = _finish(_launch(None, output, 2, *args))
+    assert code != 0, log
+    said = [line for line in log.splitlines() if "could not write" in line]
+    assert said == [f"advsuite (process 2 of 2): could not write {output}/records.rank1.jsonl: No space left on "
+                    "device (errno 28); finished records are kept: free space and rerun the same command to "
+                    "resume"], log
+    # No traceback of the write fault anywhere (process 2's own, or one the other process shows).
+    assert not any(line.startswith("[rank1]:") for line in log.splitlines()), log
+    assert "OSError" not in log and "WriteError" not in log and "suite/paths.py" not in log, log
+    # The other process stops as it does when a worker dies: it says so once, and how to resume,
+    # with no traceback of the lost connection (only the launcher's own report follows).
+    other = [line for line in log.splitlines() if line.startswith("advsuite (process 1 of 2):") and "stop" in line]
+    assert len(other) == 1 and "rerun the same command" in other[0], log
+    assert "pair.cc" not in other[0] and "Error" not in other[0], log  # the cause, not gloo's source location
+    assert not any(line.startswith("[rank0]:") for line in log.splitlines()), log
+    assert not list(output.rglob("*.tmp")) and not (output / "results.json").exists()
+    kept = [json.loads(line) for line in (output / "records.rank1.jsonl").read_text().splitlines()]
+    assert kept, "process 2's first records were not kept"
+    code, log = _finish(_launch(None, output, 1, *args))
+    assert code == 0, log
+    records = [json.loads(line) for line in (output / "records.jsonl").read_text().splitlines()]
+    assert [_strip(json.loads((output / "results.json").read_text())), _strip(records)] == expected
+    merged = {(record["kind"], record.get("attack", ""), record["id"]): record for record in records}
+    assert all(merged[(record["kind"], record.get("attack", ""), record["id"])] == record for record in kept)

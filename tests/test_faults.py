@@ -44,13 +44,16 @@ def advsuite(*args: str) -> int:
 
 
 class Faults:
-    """A :func:`suite.paths.sync` that counts its calls and fails the ``fail_at``-th (from 1)."""
+    """A :func:`suite.paths.sync` that counts its calls and fails the ``fail_at``-th (from 1);
+    with ``under``, only the calls for files under that directory count (and can fail)."""
 
-    def __init__(self, fail_at: int | None = None) -> None:
-        self.fail_at, self.calls, self.failed = fail_at, 0, None
+    def __init__(self, fail_at: int | None = None, under: Path | None = None) -> None:
+        self.fail_at, self.calls, self.failed, self.under = fail_at, 0, None, under
         self.real = suite.paths.sync
 
     def __call__(self, handle) -> None:
+        if self.under is not None and not Path(handle.name).is_relative_to(self.under):
+            return self.real(handle)
         self.calls += 1
         if self.calls == self.fail_at:
             self.failed = handle.name
@@ -271,3 +274,102 @@ def test_records_on_a_full_tmpfs(tmp_path, capsys):
         assert outcome(directory) == outcome(tmp_path / "reference")
     finally:
         subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def remedy(fault: int) -> str:
+    from suite.errors import WRITE_REMEDIES
+
+    return f"{WRITE_REMEDIES[fault]} and rerun the same command"
+
+
+@pytest.mark.parametrize("fault", [errno.ENOSPC, errno.EROFS, errno.EACCES])
+def test_a_refused_export_says_what_was_written(reference, tmp_path, capsys, fault):
+    """``export --to``: a directory that cannot be made (nothing was written), or a card that
+    cannot be (each file whole or as it was): one line, status 1, no temporary file; the same
+    command then writes the card."""
+    run, _, _ = reference
+    card = tmp_path / "card"
+    real = Path.mkdir
+
+    def refused(self, *args, **kwargs):
+        if self == card:
+            raise OSError(fault, os.strerror(fault), str(self))
+        return real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "mkdir", refused)
+        assert advsuite("export", str(run), "--to", str(card)) == 1
+    assert capsys.readouterr().err == (f"advsuite: could not write {card}: {os.strerror(fault)} (errno {fault}); "
+                                       f"nothing was written: {remedy(fault)}\n")
+    assert list(tmp_path.iterdir()) == []
+    card.mkdir()
+    (card / "README.md").write_text("the old card\n")
+
+    def refuse(handle):
+        raise OSError(fault, os.strerror(fault), handle.name)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suite.paths, "sync", refuse)
+        assert advsuite("export", str(run), "--to", str(card)) == 1
+    assert capsys.readouterr().err == (
+        f"advsuite: could not write {card}/README.md: {os.strerror(fault)} (errno {fault}); the files written before "
+        f"it are whole and the others are as they were: {remedy(fault)}\n")
+    assert [path.name for path in card.iterdir()] == ["README.md"]
+    assert (card / "README.md").read_text() == "the old card\n"
+    assert advsuite("export", str(run), "--to", str(card)) == 0
+    assert "model-index" in (card / "README.md").read_text() and "the old card" in (card / "README.md").read_text()
+
+
+@pytest.mark.parametrize("fault", [errno.ENOSPC, errno.EROFS, errno.EACCES])
+def test_a_refused_wordnet_install_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch, fault):
+    """``prefetch --wordnet-from``: the disk refuses the third file mid-copy. One line, status 1,
+    nothing left in the cache (no staging directory, no partial file); the same command then
+    installs WordNet."""
+    from suite.attacks.text.resources import WORDNET_FILES
+
+    source = tmp_path / "dict"
+    source.mkdir()
+    for name in WORDNET_FILES:  # install_wordnet copies these files as they are
+        (source / name).write_text(f"{name}\n")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(suite.paths.CACHE_ENV, str(cache))
+    real, copied = shutil.copyfile, []
+
+    def copy_then_refuse(source, target, **kwargs):
+        copied.append(target)
+        if len(copied) == 3:
+            Path(target).write_text("half")
+            raise OSError(fault, os.strerror(fault))
+        return real(source, target, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(shutil, "copyfile", copy_then_refuse)
+        assert advsuite("prefetch", "--wordnet-from", str(source)) == 1
+    wordnet = cache / "nltk_data" / "corpora" / "wordnet"
+    assert capsys.readouterr().err == (f"advsuite: could not write {wordnet}: {os.strerror(fault)} (errno {fault}); "
+                                       f"WordNet is not installed and nothing was left in the cache: {remedy(fault)}\n")
+    assert list(wordnet.parent.iterdir()) == []
+    assert advsuite("prefetch", "--wordnet-from", str(source)) == 0
+    assert (wordnet / "lexnames").is_file() and (wordnet / "data.noun").read_text() == "data.noun\n"
+
+
+def test_a_refused_download_in_prefetch_is_one_line(tmp_path, capsys, monkeypatch):
+    """``prefetch --attacks``: a resource fetched but refused by the cache's disk is one line,
+    status 1 (not "could not be fetched", which would send the user to the network)."""
+    import suite.attacks.text.offline
+    import suite.attacks.text.resources as resources
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(suite.paths.CACHE_ENV, str(cache))
+    monkeypatch.setattr(resources.Resource, "available", lambda self: False)
+    monkeypatch.setattr(suite.attacks.text.offline, "offline", lambda: False)
+
+    def full(resource):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(cache / "nltk_data" / f"{resource.name}.zip"))
+
+    monkeypatch.setattr(resources, "_fetch_nltk", full)
+    assert advsuite("prefetch", "--attacks", "pwws") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"advsuite: could not write {cache}/nltk_data/") and err.count("\n") == 1, err
+    assert err.endswith("(errno 28); the resources fetched before it are cached: free space and rerun the same "
+                        "command\n"), err

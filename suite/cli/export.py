@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from suite.cli.argtypes import output_dir
+
+if TYPE_CHECKING:
+    from suite.errors import WriteError
 
 EPILOG = """examples:
   advsuite export runs/evaluate-run --to out/card                        # README.md + .eval_results/ in out/card
@@ -31,16 +35,39 @@ def add_parser(subparsers) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from suite.errors import ConfigError
+    from suite.errors import ConfigError, WriteError
     from suite.report import hub
     from suite.text import printable
 
     if args.pr and args.push is None:
         raise ConfigError("--pr opens a pull request on the repo --push names: give --push REPO_ID")
-    done = hub.export(args.run_dir, args.to, push=args.push, create_pr=args.pr)
+    try:
+        done = hub.export(args.run_dir, args.to, push=args.push, create_pr=args.pr)
+    except (WriteError, OSError) as error:
+        refused = _refused(error, args)
+        if refused is None:
+            raise
+        raise refused from error
     for reason in done.skipped:
         print(printable(f"skipped: {reason}"))
     print(printable(f"wrote: {', '.join(str(done.directory / name) for name in done.files)}"))
     if done.commit_url is not None:
         print(printable(f"pushed to {args.push}: {done.commit_url}"))
     return 0
+
+
+def _refused(error: Exception, args: argparse.Namespace) -> WriteError | None:
+    """The system refusing a write of the export, as a :class:`~suite.errors.WriteError` that says
+    what is kept (``None`` for any other error). Each file is written atomically, so a file of
+    ``--to`` is either whole or as it was; nothing is pushed before every file is written."""
+    from suite.errors import WriteError, is_write_fault
+
+    fault = error.error if isinstance(error, WriteError) else error
+    if not is_write_fault(fault):
+        return None
+    path = Path(error.path if isinstance(error, WriteError) else fault.filename or args.to)
+    if path == args.to or path in args.to.parents:  # --to itself could not be made
+        kept = "nothing was written"
+    else:
+        kept = "the files written before it are whole and the others are as they were"
+    return WriteError(path, fault, kept + ("; nothing was pushed" if args.push else ""))

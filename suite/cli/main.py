@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -81,9 +82,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         code = args.handler(args)
     except SuiteError as error:
+        _SAID.append(True)
         print(f"advsuite{where}: error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
     except (WriteError, OSError) as error:
+        _SAID.append(True)
         if not isinstance(error, WriteError):
             if not is_write_fault(error):
                 return _failed(error, where)
@@ -97,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as error:
         _failed(error, where)
     sys.exit(code or 0)
+
+
+#: Set once this process has printed why it stops (the launcher's SIGTERM then adds nothing).
+_SAID: list[bool] = []
 
 
 def _failed(error: Exception, where: str) -> NoReturn:
@@ -119,7 +126,10 @@ def _configure_logging(quiet: bool, where: str) -> None:
 
 
 def _stopped(where: str, signum: int, frame) -> None:
-    """SIGTERM from the launcher: another process failed (or the run was cancelled)."""
+    """SIGTERM from the launcher: another process failed (or the run was cancelled). Said once:
+    a process that already said why it stops exits without a second line."""
+    if _SAID:  # already exiting (perhaps in an atexit hook, where SystemExit would print a traceback)
+        os._exit(128 + signum)
     print(f"advsuite{where}: stopped by the launcher (another process failed or the run was cancelled); finished "
           "records are kept, rerun the same command (with any number of processes) to resume", file=sys.stderr)
     sys.exit(128 + signum)

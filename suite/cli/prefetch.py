@@ -24,13 +24,14 @@ def add_parser(subparsers) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from suite.attacks import build_attack
-    from suite.attacks.text.resources import install_wordnet, prefetch
-    from suite.errors import ConfigError, ResourceMissingError
+    from suite.attacks.text.resources import prefetch
+    from suite.errors import ConfigError, ResourceMissingError, WriteError, is_write_fault
+    from suite.paths import cache_path
 
     if not args.attacks and args.wordnet_from is None:
         raise ConfigError("name attacks to prefetch (--attacks pwws ...) or a WordNet dir (--wordnet-from DIR)")
     if args.wordnet_from is not None:
-        print(f"WordNet installed in {install_wordnet(args.wordnet_from)}")
+        print(f"WordNet installed in {_install_wordnet(args.wordnet_from)}")
     failed = []
     for name in args.attacks:
         resources = getattr(build_attack(name), "resources", None)
@@ -44,8 +45,22 @@ def handle(args: argparse.Namespace) -> int:
             try:
                 print(f"{name}: {prefetch(resource)}")
             except ResourceMissingError as error:
+                if is_write_fault(error.__cause__):  # fetched, but the cache could not store it
+                    raise WriteError(error.__cause__.filename or cache_path(), error.__cause__,
+                                     "the resources fetched before it are cached") from error
                 failed.append(f"{name}: {error}")
                 print(f"{name}: FAILED {error}")
     if failed:
         raise ResourceMissingError(f"{len(failed)} resource(s) could not be fetched; first: {failed[0]}")
     return 0
+
+
+def _install_wordnet(source: Path) -> Path:
+    """Install WordNet from ``source``; the system refusing a write is one line (the install is
+    staged in a temporary directory, removed on failure: nothing is left in the cache)."""
+    from suite.attacks.text.resources import install_wordnet
+    from suite.paths import cache_path, writing
+
+    with writing(cache_path("nltk_data", "corpora", "wordnet"), "WordNet is not installed and nothing was left "
+                 "in the cache"):
+        return install_wordnet(source)

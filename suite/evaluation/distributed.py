@@ -15,12 +15,15 @@ over gloo (NCCL on GPUs).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from suite.errors import SuiteError
 from suite.launch import Launch, launch
 
 T = TypeVar("T")
@@ -46,7 +49,8 @@ class Processes(Launch):
         if self.several:
             import torch.distributed as dist
 
-            dist.barrier()
+            with _peers():
+                dist.barrier()
 
     def gather(self, value: Any) -> list[Any]:
         """Every process's ``value`` (picklable), in rank order, on every process."""
@@ -55,11 +59,32 @@ class Processes(Launch):
         import torch.distributed as dist
 
         values: list[Any] = [None] * self.world
-        dist.all_gather_object(values, value)
+        with _peers():
+            dist.all_gather_object(values, value)
         return values
 
     def sum(self, value: float) -> float:
         return sum(self.gather(value))
+
+
+class PeerLost(SuiteError):
+    """A collective failed because another process is gone (it failed, and said why, or was
+    killed): this process stops too. Not a bug of this process and not bad input: exit 1."""
+
+    exit_code = 1
+
+
+@contextmanager
+def _peers():
+    """A collective whose peer is gone (gloo: "Connection closed by peer") is :class:`PeerLost`."""
+    try:
+        yield
+    except RuntimeError as error:  # torch.distributed's DistBackendError is one
+        # gloo's message starts with its source location: "[.../pair.cc:561] Connection closed by peer ..."
+        cause = re.sub(r"^\[[^\]]*\]\s*", "", (str(error).strip().splitlines() or [""])[0]).split(". ")[0][:100]
+        raise PeerLost("another process stopped (its own message says why), so this one stops too; finished "
+                       "records are kept, rerun the same command (with any number of processes) to resume "
+                       f"({cause or type(error).__name__})") from None
 
 
 @lru_cache(maxsize=1)

@@ -14,13 +14,20 @@ the directory appears atomically, so concurrent processes never read a half-writ
 The sha256 of its weights is recorded beside them (:data:`~suite.models.weights.HASH_FILE`)
 and checked on every load: a built-in whose cached weights no longer match is trained again
 (:func:`load_cached`), never evaluated under its name.
+
+The system refusing a write while an entry is staged (no space, quota, read-only, permission,
+I/O error), in the training process or in this one, is a one-line
+:class:`~suite.errors.WriteError` (``nothing was cached``); the staging directory is removed, so
+the cache holds the whole entry or none of it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -31,11 +38,12 @@ from pathlib import Path
 
 import torch
 
+from suite.errors import WriteError, is_write_fault
 from suite.models.base import Classifier, ModelInfo, resolve_device
 from suite.models.config import ModelConfig
 from suite.models.registry import BUILTIN_MODELS  # entries are registered lazily there
 from suite.models.weights import HASH_FILE, WeightsMismatchError, record_hashes, recorded_hashes, verify_weights
-from suite.paths import cache_dir
+from suite.paths import atomic_write_text, cache_dir, cache_path, sync_files, writing
 from suite.progress import progress_bar
 
 logger = logging.getLogger(__name__)
@@ -45,6 +53,8 @@ SENTIMENT_VERSION = "v3"  # v2: trained without the validation split; v3: pinned
 DIGITS_VERSION = "v2"  # v2: pinned kernels (training_env, pinned_training)
 TRAIN_SEED = 0
 TRAIN_THREADS = 1  # see training_env()
+#: What a failed write while staging a cache entry keeps (the staging directory is removed).
+NOTHING_CACHED = "nothing was cached"
 
 
 def load_builtin(name: str, config: ModelConfig) -> Classifier:
@@ -65,15 +75,28 @@ def cached_model(name: str, recipe: str) -> Path:
     ``recipe`` names an entry of :data:`RECIPES`, or ``module:function`` (a recipe defined
     elsewhere: the robust built-ins of :mod:`suite.train.builtin`).
     """
-    target = cache_dir("models") / name
+    target = cache_path("models", name)
     if (target / "DONE").exists():
         return target
+    try:
+        with writing(target, NOTHING_CACHED):
+            _stage(name, recipe, target)
+    except WriteError as error:  # an atomic write inside (hash record, DONE): the entry is what was not cached
+        raise WriteError(target, error.error, NOTHING_CACHED) from error
+    return target
+
+
+def _stage(name: str, recipe: str, target: Path) -> None:
+    """Train ``recipe`` into a staging directory beside ``target``, flush every file it wrote
+    (through :func:`suite.paths.sync`), record the hashes, and rename it into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     logger.info("training %s (first use; cached in %s)", name, target)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
         _train_pinned(recipe, staging)
+        sync_files(staging)  # the training process wrote without fsync
         record_hashes(staging)
-        (staging / "DONE").write_text("ok\n")
+        atomic_write_text(staging / "DONE", "ok\n")
         try:
             os.replace(staging, target)
         except OSError:  # another process won the race (target exists and is not empty)
@@ -81,7 +104,6 @@ def cached_model(name: str, recipe: str) -> Path:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 def load_cached(spec: str, name: str, recipe: str, load: Callable[[str], Classifier]) -> tuple[Classifier, Path]:
@@ -155,19 +177,37 @@ def training_env() -> dict[str, str]:
 
 
 def _train_pinned(recipe: str, directory: Path) -> None:
-    """Run a training recipe in a fresh process under :func:`training_env` and :func:`pinned_training`."""
+    """Run a training recipe in a fresh process under :func:`training_env` and :func:`pinned_training`.
+
+    Raises:
+        OSError: The system refused one of the training process's writes (it reports the errno
+            and file on a pipe, not as a traceback).
+    """
     root = str(Path(__file__).resolve().parents[2])  # the directory holding the suite package
     env = {**os.environ, **training_env()}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    code = f"from suite.models.builtin import train_recipe; train_recipe({recipe!r}, {str(directory)!r})"
-    result = subprocess.run([sys.executable, "-c", code], env=env, check=False)
+    report, report_to = os.pipe()
+    code = (f"from suite.models.builtin import train_recipe; "
+            f"train_recipe({recipe!r}, {str(directory)!r}, report_to={report_to})")
+    with open(report, encoding="utf-8") as pipe:
+        try:
+            result = subprocess.run([sys.executable, "-c", code], env=env, check=False, pass_fds=(report_to,))
+        finally:
+            os.close(report_to)
+        fault = json.loads(pipe.read() or "null")
+    if fault is not None:
+        raise OSError(fault["errno"], os.strerror(fault["errno"]), fault["filename"])
     if result.returncode != 0:
         raise RuntimeError(f"training built-in recipe {recipe!r} failed (exit {result.returncode}); "
                            "see its output above")
 
 
-def train_recipe(recipe: str, directory: str) -> None:
-    """Entry point of the training process: one recipe of :data:`RECIPES` into ``directory``."""
+def train_recipe(recipe: str, directory: str, report_to: int | None = None) -> None:
+    """Entry point of the training process: one recipe of :data:`RECIPES` into ``directory``.
+
+    With ``report_to`` (a pipe's descriptor), the system refusing a write is reported there as
+    JSON (errno, file) and the process exits with status 1, so the parent says it in one line.
+    """
     if ":" in recipe:
         import importlib
 
@@ -175,8 +215,26 @@ def train_recipe(recipe: str, directory: str) -> None:
         run = getattr(importlib.import_module(module), function)
     else:
         run = RECIPES[recipe]
-    with pinned_training():
-        run(Path(directory))
+    try:
+        with pinned_training():
+            run(Path(directory))
+    except Exception as error:
+        fault = _write_fault(error)
+        if fault is None or report_to is None:
+            raise
+        with os.fdopen(report_to, "w", encoding="utf-8") as pipe:
+            json.dump({"errno": fault.errno, "filename": fault.filename or directory}, pipe)
+        sys.exit(1)
+
+
+def _write_fault(error: BaseException) -> OSError | None:
+    """The system's refusal of a write in ``error``, if it is one: an ``OSError`` (or one a
+    safetensors ``SafetensorError`` wraps, ``... (os error 28)``), else ``None``."""
+    if isinstance(error, OSError):
+        return error if is_write_fault(error) else None
+    found = re.search(r"\(os error (\d+)\)", str(error)) if type(error).__name__ == "SafetensorError" else None
+    fault = OSError(int(found.group(1)), os.strerror(int(found.group(1)))) if found else None
+    return fault if fault is not None and is_write_fault(fault) else None
 
 
 @contextmanager

@@ -1,0 +1,215 @@
+"""I/O faults while a built-in trains into an empty cache (the third run of the fault sweep).
+
+``builtin:digits-cnn`` is trained on first use in a process of its own, into a staging
+directory beside its cache entry; this process then flushes each file the training wrote,
+records the weights' hash and ``DONE`` (every one through :func:`suite.paths.sync`), and renames
+the directory into place. A failure at any of those writes must say one line (``nothing was
+cached``), exit 1, leave no staging directory or temporary file, and leave no entry a later run
+would take for a whole one: the rerun trains again to the same weights and the same numbers.
+
+Where the tests run as root, one real case trains into a tmpfs too small for the weights.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import suite.paths
+from suite.errors import WriteError
+from suite.models import builtin
+
+from test_faults import EVALUATE, Faults, advsuite, outcome, temporaries
+
+ENTRY = f"digits-cnn-{builtin.DIGITS_VERSION}"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def replaying(trained: Path):
+    """A ``_train_pinned`` that writes what the real training process wrote (no retraining)."""
+
+    def train(recipe: str, staging: Path) -> None:
+        assert recipe == "digits-cnn"
+        shutil.copytree(trained, staging, dirs_exist_ok=True)
+
+    return train
+
+
+def assert_nothing_cached(cache: Path) -> None:
+    """No entry, no staging directory, no temporary file: the next run trains from scratch."""
+    assert not builtin.is_cached(ENTRY)
+    assert list((cache / "models").iterdir()) == [], list((cache / "models").iterdir())
+    assert temporaries(cache) == []
+
+
+@pytest.fixture(scope="module")
+def training(tmp_path_factory):
+    """One uninterrupted ``evaluate`` into an empty cache, which trains digits-cnn for real
+    (~20 s on one core): what the training process wrote, the cached weights' sha256, the
+    run's outcome, and how many writes the caching step made (:class:`Faults` under the cache)."""
+    root = tmp_path_factory.mktemp("training")
+    cache, trained = root / "cache", root / "trained"
+    real = builtin._train_pinned
+
+    def train_and_keep(recipe: str, staging: Path) -> None:
+        real(recipe, staging)
+        shutil.copytree(staging, trained)
+
+    counter = Faults(under=cache)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(suite.paths.CACHE_ENV, str(cache))
+        patch.setattr(builtin, "_train_pinned", train_and_keep)
+        patch.setattr(suite.paths, "sync", counter)
+        assert advsuite(*EVALUATE, "--output", str(root / "run")) == 0
+    weights = sha256(cache / "models" / ENTRY / "model.safetensors")
+    assert weights == sha256(trained / "model.safetensors")
+    return cache, trained, weights, outcome(root / "run"), counter.calls
+
+
+def test_training_into_an_empty_cache_fault_sweep(training, tmp_path, capsys, monkeypatch):
+    """ENOSPC at every write point k of caching a freshly trained built-in: one line, exit 1,
+    nothing cached and no debris; the rerun gives the uninterrupted training's weights (sha256)
+    and numbers.
+
+    Training takes ~20 s, so it runs once (the ``training`` fixture, for real, through the CLI);
+    each run here replays what the training process wrote into the staging directory, and
+    everything after it (flushing the staged files, the hash record, ``DONE``, the rename) runs
+    the CLI's own code. The training process's own writes are covered by
+    :func:`test_a_write_refused_in_the_training_process_is_one_line`.
+    """
+    cache, trained, weights, expected, points = training
+    staged = sorted(path.name for path in trained.iterdir())
+    # digits-cnn: 4 write points (its config.json and model.safetensors flushed, the hash record, DONE)
+    assert points == len(staged) + 2 and points >= 4, (points, staged)
+    monkeypatch.setenv(suite.paths.CACHE_ENV, str(cache))  # the reference's path: results name the entry
+    monkeypatch.setattr(builtin, "_train_pinned", replaying(trained))
+    capsys.readouterr()
+    for k in range(1, points + 1):
+        shutil.rmtree(cache)
+        directory = tmp_path / f"k{k}"
+        faults = Faults(fail_at=k, under=cache)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(suite.paths, "sync", faults)
+            code = advsuite(*EVALUATE, "--output", str(directory))
+        err = capsys.readouterr().err
+        assert code == 1, f"write point {k} ({faults.failed}): exit {code}\n{err}"
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert "Traceback" not in err and sum("could not write" in line for line in lines) == 1, err
+        assert lines[-1] == (f"advsuite: could not write {cache}/models/{ENTRY}: No space left on device (errno 28); "
+                             "nothing was cached: free space and rerun the same command"), err
+        assert_nothing_cached(cache)
+        assert advsuite(*EVALUATE, "--output", str(directory)) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        assert sha256(cache / "models" / ENTRY / "model.safetensors") == weights
+        assert outcome(directory) == expected, f"write point {k} ({faults.failed}): the rerun differs"
+        assert temporaries(tmp_path) == [] and temporaries(cache) == []
+    assert advsuite("ls", "--verify") == 0 and capsys.readouterr().out.split() == [ENTRY, "ok"]
+    print(f"training into an empty cache fault sweep: {points} write points ({', '.join(staged)}, "
+          "the hash record, DONE)")
+
+
+@pytest.mark.parametrize("fault", [errno.ENOSPC, errno.EROFS, errno.EACCES])
+def test_a_refused_cache_write_is_one_line_with_status_1(training, tmp_path, capsys, monkeypatch, fault):
+    """Each errno, at the first write of the staging and at the cache directory's creation:
+    one line naming the entry and the errno, status 1, nothing cached."""
+    _, trained, _, _, _ = training
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(suite.paths.CACHE_ENV, str(cache))
+    monkeypatch.setattr(builtin, "_train_pinned", replaying(trained))
+
+    def refuse(handle):
+        raise OSError(fault, os.strerror(fault), handle.name)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(suite.paths, "sync", refuse)
+        assert advsuite(*EVALUATE, "--output", str(tmp_path / "run")) == 1
+    err = capsys.readouterr().err
+    said = (f"advsuite: could not write {cache}/models/{ENTRY}: {os.strerror(fault)} (errno {fault}); "
+            "nothing was cached: ")
+    assert "Traceback" not in err and err.splitlines()[-1].startswith(said), err
+    assert_nothing_cached(cache)
+
+    shutil.rmtree(cache)
+    real = Path.mkdir
+
+    def refused(self, *args, **kwargs):  # the models directory cannot be made
+        if self == cache / "models":
+            raise OSError(fault, os.strerror(fault), str(self))
+        return real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "mkdir", refused)
+        assert advsuite(*EVALUATE, "--output", str(tmp_path / "run")) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith(said), err
+    assert not (cache / "models").exists() and temporaries(tmp_path) == []
+
+
+RECIPE = '''
+import errno, os
+from pathlib import Path
+
+
+def refused(directory: Path) -> None:
+    (directory / "model.safetensors").write_bytes(b"half a file")
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(directory / "model.safetensors"))
+
+
+def refused_in_safetensors(directory: Path) -> None:
+    from safetensors import SafetensorError
+
+    (directory / "config.json").write_text("{}")
+    # what safetensors' save_file raises on a full tmpfs (safetensors 0.8)
+    raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+'''
+
+
+@pytest.mark.parametrize("recipe", ["refused", "refused_in_safetensors"])
+def test_a_write_refused_in_the_training_process_is_one_line(tmp_path, capfd, monkeypatch, recipe):
+    """The training process hands its write fault to the CLI (no traceback of its own), which
+    says it in one line (status 1); the staging directory, with its half-written file, is gone."""
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "faulty_recipes.py").write_text(RECIPE)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "recipes"), os.environ["PYTHONPATH"]]))
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(suite.paths.CACHE_ENV, str(cache))
+    with pytest.raises(WriteError) as raised:
+        builtin.cached_model("faulty", f"faulty_recipes:{recipe}")
+    assert str(raised.value) == (f"could not write {cache}/models/faulty: No space left on device (errno 28); "
+                                 "nothing was cached: free space and rerun the same command")
+    assert raised.value.exit_code == 1
+    assert "Traceback" not in capfd.readouterr().err
+    assert list((cache / "models").iterdir()) == []
+
+
+def test_training_into_a_full_tmpfs(tmp_path, capfd, monkeypatch):
+    """A real full disk: the cache on a 512 KB tmpfs, which digits-cnn's weights (1.5 MB) do not
+    fit. The training process's safetensors write fails after ~20 s of training: one line,
+    exit 1, nothing left on the tmpfs but the empty models directory."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        monkeypatch.setenv(suite.paths.CACHE_ENV, str(mount))
+        assert advsuite(*EVALUATE, "--output", str(tmp_path / "run")) == 1
+        err = capfd.readouterr().err  # this process's and the training process's
+        assert "Traceback" not in err and err.splitlines()[-1] == (
+            f"advsuite: could not write {mount}/models/{ENTRY}: No space left on device (errno 28); "
+            "nothing was cached: free space and rerun the same command"), err
+        assert [path.relative_to(mount) for path in mount.rglob("*")] == [Path("models")]
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
