@@ -136,6 +136,13 @@ class Attack(BaseModel):
         """Raise a one-line :class:`~suite.errors.ResourceMissingError` if something the attack
         needs on disk is missing (before anything runs). Nothing by default."""
 
+    def rows_per_example(self, num_classes: int) -> int | None:
+        """Model rows one example takes in the attack's widest forward+backward pass (a
+        targeted search over K targets at once: K), what ``--batch-size auto`` probes for
+        (:mod:`suite.evaluation.batching`); ``None``: the attack takes no gradient through the
+        model (text, score-based), and nothing is probed."""
+        return None
+
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         """The attack's budget as recorded in results (steps, restarts, query limits).
 

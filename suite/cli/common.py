@@ -19,6 +19,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def batch_size(text: str) -> int | str:
+    """``--batch-size``: a positive integer, or ``auto`` (:mod:`suite.evaluation.batching`)."""
+    if text == "auto":
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or auto, got {text!r}") from None
+
+
 def add_directory_flags(parser: argparse.ArgumentParser) -> None:
     """``--overwrite`` and ``--wait``: what to do with an output directory that is not fresh."""
     parser.add_argument("--overwrite", action="store_true",

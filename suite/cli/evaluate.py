@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from suite.cli.argtypes import adversary_list, attack_list, nonnegative_int, output_dir
-from suite.cli.common import (add_deterministic_flag, add_directory_flags, add_image_model_flags, positive_int,
+from suite.cli.common import (add_deterministic_flag, add_directory_flags, add_image_model_flags, batch_size, positive_int,
                               print_report, radii)
 
 EPILOG = """examples:
@@ -38,11 +38,16 @@ def add_parser(subparsers) -> None:
                         "own default, with a warning)")
     parser.add_argument("--norm", choices=("linf", "l2"),
                         help="norm of the default attacks (and of any listed attack that takes a norm)")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"),
+                        help="image attacks search under this autocast precision (on CUDA also channels-last); "
+                        "adversarial inputs are still scored in float32 (default: fp32)")
     parser.add_argument("--adversary", type=adversary_list, help="text attacks: comma-separated adversary temperatures among none, cal, opt "
                         "(default none,cal; cal/opt are fitted on --adversary-split)")
     parser.add_argument("--adversary-split", help="labelled split to fit adversary temperatures on "
                         "(default: the evaluated examples)")
-    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--batch-size", type=batch_size, default="auto", metavar="N|auto",
+                        help="examples per attack batch; results do not depend on it (default auto: the largest "
+                        "that fits on CUDA, probed per attack and halved on out-of-memory; 32 on the CPU)")
     parser.add_argument("--seed", type=nonnegative_int, default=0)
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
     add_directory_flags(parser)
@@ -89,7 +94,8 @@ def build_task(args: argparse.Namespace):
         adversary = {"kinds": kinds, "split": args.adversary_split}
     try:
         return TaskConfig(name="evaluate", model=model, dataset=dataset, attacks=configs, batch_size=args.batch_size,
-                          adversary=adversary, eps=radii_of(args.eps, flag="--eps"), norm=args.norm)
+                          adversary=adversary, eps=radii_of(args.eps, flag="--eps"), norm=args.norm,
+                          precision=args.precision)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from error
 

@@ -136,8 +136,8 @@ def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: 
         view = adversary_view(searched, temperature)
         robust = 0.0
         shard = processes.shard(targets)
-        for start in range(0, len(shard), prepared.batch_size):
-            batch = shard[start : start + prepared.batch_size]
+        for start in range(0, len(shard), prepared.fixed_batch_size):
+            batch = shard[start : start + prepared.fixed_batch_size]
             outputs = attack.run(view, [ex for ex, _ in batch], prepared.attack_seed)
             robust += sum(score_output(prepared.model, ex, out, correct)["robust"]
                           for (ex, correct), out in zip(batch, outputs))

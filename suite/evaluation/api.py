@@ -40,6 +40,7 @@ def evaluate(
     attacks: Iterable[str | Mapping[str, Any]] | None = None,
     eps: float | Sequence[float] | None = None,
     norm: str | None = None,
+    precision: str | None = None,
     n: int | None = None,
     split: str = "test",
     adversary: Sequence[str] | Mapping[str, Any] | AdversaryConfig | None = None,
@@ -66,6 +67,9 @@ def evaluate(
             with a warning (:mod:`suite.evaluation.radius`).
         norm: ``linf`` or ``l2``: the norm of every attack that takes one and sets none (the
             default attacks included).
+        precision: ``bf16`` or ``fp16``: image attacks search under autocast in it (on CUDA the
+            model also goes channels-last); adversarial inputs are still scored in float32
+            (:mod:`suite.evaluation.precision`).
         n: Evaluate a seeded subsample of n examples.
         split: Dataset split (specs only).
         adversary: Text attacks: adversary temperatures, as kinds (``["none", "cal", "opt"]``)
@@ -93,7 +97,7 @@ def evaluate(
     try:
         task = TaskConfig(name="evaluate", model=model_config, dataset=dataset_config,
                           attacks=attack_configs(attacks, eps), eps=radii(eps), norm=norm,
-                          adversary=_adversary(adversary))
+                          precision=precision, adversary=_adversary(adversary))
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from error
     return execute(prepare(task, options, model=classifier, eval_set=eval_set))

@@ -6,6 +6,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -15,7 +16,8 @@ class RunOptions:
     Attributes:
         seed: Run seed: subsamples and every attack's per-example randomness derive from it.
         batch_size: Examples per attack batch, for tasks that do not set their own (results do
-            not depend on it).
+            not depend on it), or ``auto``: the largest that fits on CUDA, probed per attack,
+            else :data:`~suite.evaluation.batching.CPU_AUTO_BATCH` (:mod:`.batching`).
         output: Output directory; ``None`` keeps records in memory and writes no files (the
             Python API without ``output``).
         subdirs: One sub-directory per task (``output/<task name>``), as recipes write.
@@ -29,7 +31,7 @@ class RunOptions:
     """
 
     seed: int = 0
-    batch_size: int = 32
+    batch_size: int | Literal["auto"] = "auto"
     output: Path | None = None
     subdirs: bool = False
     overwrite: bool = False

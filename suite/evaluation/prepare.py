@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -21,7 +21,9 @@ from suite.data.base import EvalSet, Example
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError, ResourceMissingError
 from suite.evaluation import distributed
+from suite.evaluation.batching import AUTO, fixed_size
 from suite.evaluation.options import RunOptions
+from suite.evaluation.precision import channels_last, check_precision, with_precision
 from suite.evaluation.recipe import (
     DEFAULT_ATTACKS,
     DEFAULT_ENSEMBLE_ATTACKS,
@@ -67,6 +69,9 @@ class PreparedTask:
     notes: list[str] = field(default_factory=list)
     #: Where the radius of the attacks that set none came from (``None``: every one set its own).
     radius: Radius | None = None
+    #: Per attack key, the examples per batch its pass ended at (``--batch-size auto`` probes,
+    #: and halving after an out-of-memory error): recorded in results as ``batch_sizes``.
+    batch_sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def seed(self) -> int:
@@ -79,8 +84,14 @@ class PreparedTask:
         return self.seed if self.config.attack_seed is None else self.config.attack_seed
 
     @property
-    def batch_size(self) -> int:
+    def batch_size(self) -> int | Literal["auto"]:
+        """The batch size asked for: examples per attack batch, or ``auto``."""
         return self.config.batch_size or self.options.batch_size
+
+    @property
+    def fixed_batch_size(self) -> int:
+        """The batch size where nothing is probed (text, CPU): :func:`~.batching.fixed_size`."""
+        return fixed_size(self.batch_size)
 
     @property
     def name(self) -> str:
@@ -127,11 +138,19 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     if model.modality == "image" and is_ensemble(model):
         defaults = DEFAULT_ENSEMBLE_ATTACKS
     task, radius = resolve_radius(task, model, defaults)
+    precision = task.precision
+    task = with_precision(task, model)
     attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
     for name, attack in attacks.items():
         if attack.modality != model.modality:
             raise ConfigError(f"attack {name!r} works on {attack.modality} but model {model.info.name!r} takes {model.modality}")
         attack.check_model(model)
+    batch_size = task.batch_size or options.batch_size
+    averaged = [key for key, attack in attacks.items() if attack.loss_reduction == "mean"]
+    if batch_size == AUTO and averaged:
+        raise ConfigError(f"{', '.join(averaged)} average{'s' if len(averaged) == 1 else ''} the loss over the batch "
+                          "(reduction: mean), so the batch size changes the numbers: give --batch-size N "
+                          "(batch_size: N in a recipe) rather than auto")
     adversary = task.adversary or (DEFAULT_TEXT_ADVERSARY if model.modality == "text" else NO_ADVERSARY)
     if model.modality != "text" and adversary.kinds != ("none",):
         raise ConfigError("adversary temperatures (cal, opt, platt) apply to text attacks; image attacks here have "
@@ -148,6 +167,9 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         eval_set = load_eval_set(task.dataset, model.input_spec, options.seed)
     if not eval_set.examples:
         raise ConfigError(f"dataset {task.dataset.spec!r} split {task.dataset.split!r} has no examples")
+    if precision not in (None, "fp32"):
+        check_precision(model, precision, eval_set.examples[0])
+        channels_last(model)
     fit_set = None
     if {"cal", "opt", "platt"} & set(adversary.kinds):
         if adversary.split is None:

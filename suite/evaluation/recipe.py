@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -173,7 +173,8 @@ class TaskConfig(BaseModel):
     #: Empty means the default attacks of the model's modality (:data:`DEFAULT_ATTACKS`;
     #: :data:`DEFAULT_ENSEMBLE_ATTACKS` for a randomized image ensemble).
     attacks: tuple[AttackConfig, ...] = ()
-    batch_size: int | None = Field(None, gt=0)
+    #: Examples per attack batch, or ``auto`` (:mod:`suite.evaluation.batching`); unset: the run's.
+    batch_size: Annotated[int, Field(gt=0)] | Literal["auto"] | None = None
     #: Adversary temperatures for text attacks; unset: :data:`DEFAULT_TEXT_ADVERSARY` for text.
     adversary: AdversaryConfig | None = None
     #: Seed of the attacks' per-example randomness (random starts, sampled words); unset: the
@@ -191,6 +192,9 @@ class TaskConfig(BaseModel):
     eps: tuple[float, ...] = ()
     #: The norm of every attack that takes one and sets none (the default attacks included).
     norm: Literal["linf", "l2"] | None = None
+    #: Image attacks search under this autocast precision (every attack that sets none):
+    #: ``--precision`` (:mod:`suite.evaluation.precision`); unset: each attack's own (fp32).
+    precision: Literal["fp32", "fp16", "bf16"] | None = None
 
     @field_validator("eps", mode="before")
     @classmethod
@@ -250,6 +254,8 @@ class TaskConfig(BaseModel):
             exclude["eps"] = True
         if self.norm is None:
             exclude["norm"] = True
+        if self.precision is None:
+            exclude["precision"] = True
         return {"seed": seed, **self.model_dump(mode="json", exclude=exclude)}
 
     def fingerprint(self, seed: int) -> str:
@@ -264,7 +270,7 @@ class Recipe(BaseModel):
     name: str = Field(pattern=NAME_PATTERN, max_length=NAME_LENGTH)
     description: str = ""
     seed: int = Field(0, ge=0)
-    batch_size: int = Field(32, gt=0)
+    batch_size: Annotated[int, Field(gt=0)] | Literal["auto"] = "auto"
     tasks: tuple[TaskConfig, ...] = Field(min_length=1)
     sweep: Sweep | None = None
 
@@ -295,7 +301,7 @@ class Recipe(BaseModel):
             return tuple(tasks)
         return tuple(expanded for task in tasks for expanded in self.sweep.expand(task))
 
-    def batch_size_for(self, task: TaskConfig) -> int:
+    def batch_size_for(self, task: TaskConfig) -> int | Literal["auto"]:
         return task.batch_size or self.batch_size
 
 

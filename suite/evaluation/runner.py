@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from suite.evaluation.adversary import adversary_temperatures, same_search, search_model, temperature_of, view_for
+from suite.evaluation.batching import AUTO, probe_batch_size, probes, run_in_batches
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.records import RESULTS_FILE
-from suite.evaluation.scoring import CleanScores, attack_record, clean_record, clean_scores, stack
+from suite.evaluation.scoring import CleanScores, attack_record, clean_record, clean_scores, score_batch, stack
 from suite.evaluation.summary import summarise
 from suite.models import Classifier
 from suite.models.ensemble import is_ensemble
@@ -134,17 +135,32 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
     pending = [ex for ex in store.processes.shard(prepared.attacked()) if not store.has("attack", ex.id, run.key)]
     if pending:  # a line per pass, for logs where no progress bar is drawn (not a terminal)
         logger.info("%s: %s (%s) on %d example(s)", prepared.name, run.key, run.attack.threat.label, len(pending))
+    size, probed = prepared.fixed_batch_size, prepared.batch_size == AUTO and probes(view, run.attack)
+    if not pending:  # resumed: what a fixed size would be is known; a probe needs examples to run
+        if not probed:
+            prepared.batch_sizes[run.key] = size
+        store.share()
+        return
+    if probed:
+        size = probe_batch_size(view, run.attack, pending[0].input, len(pending))
+        logger.info("%s: %s: batch size auto: %d example(s) per batch", prepared.name, run.key, size)
+
+    def attack_batch(batch: list) -> None:
+        # Records are appended only once the whole batch is attacked: a batch that runs out of
+        # memory commits nothing, and is retried smaller (:func:`run_in_batches`).
+        outputs = run.attack.run(view, batch, prepared.attack_seed)
+        if prepared.options.log_samples and store.directory is not None:
+            _save_adversarial(prepared, run, batch, outputs)
+        clean = [store.get("clean", ex.id)["correct"] for ex in batch]
+        scores = score_batch(model, batch, outputs, clean)
+        store.append(attack_record(run.key, model, ex, out, correct, temperature, score)
+                     for ex, out, correct, score in zip(batch, outputs, clean, scores))
+        progress.update(len(batch))
+
     with progress_bar(len(pending), run.key, unit="ex") as progress:
-        for start in range(0, len(pending), prepared.batch_size):
-            batch = pending[start : start + prepared.batch_size]
-            outputs = run.attack.run(view, batch, prepared.attack_seed)
-            if prepared.options.log_samples and store.directory is not None:
-                _save_adversarial(prepared, run, batch, outputs)
-            store.append(
-                attack_record(run.key, model, ex, out, store.get("clean", ex.id)["correct"], temperature)
-                for ex, out in zip(batch, outputs)
-            )
-            progress.update(len(batch))
+        size = run_in_batches(pending, size, attack_batch, what=f"{prepared.name}: {run.key}", device=view.device,
+                              halve=run.attack.loss_reduction != "mean")
+    prepared.batch_sizes[run.key] = size
     store.share()
 
 

@@ -3,8 +3,9 @@
 - Clean inputs are scored in fixed chunks of :data:`SCORE_CHUNK` examples in evaluation order, so
   their logits (which calibration and the adversary temperatures also use) never depend on the
   batch size or on the number of processes: every process computes the same numbers.
-- An attack's adversarial inputs are scored one example per forward pass, so the verdict on an
-  example never depends on which other examples shared its batch, or on the resume point.
+- An attack's adversarial inputs are scored with the verdict of one example per forward pass, so
+  it never depends on which other examples shared its batch, or on the resume point: a batch is
+  scored at once and every near tie again alone (:func:`score_batch`).
 
 A score is the model's correctness in [0, 1] (:meth:`Classifier.correctness`), the class its
 logits favour, and its confidence (the largest softmax probability, in float64). An attack's
@@ -27,6 +28,11 @@ from suite.models.base import Classifier
 #: Rows per forward pass of the clean scoring (fixed, so results never depend on the task's
 #: batch size).
 SCORE_CHUNK = 64
+#: Batched scoring (:func:`score_batch`) rescores alone every example whose top two logits are
+#: within this fraction of the logits' scale (largest |logit|, at least 1).
+TIE_MARGIN = 1e-3
+#: The same on CUDA, where TF32 matmuls and convolutions round to about 1e-3.
+TIE_MARGIN_CUDA = 3e-2
 #: Bumped whenever records computed by this module would change (what correctness, robust or
 #: the clean pass mean): part of a run's identity, so records of an older scoring are not resumed.
 SCORING_VERSION = 2
@@ -46,15 +52,20 @@ def stack(model: Classifier, inputs: Sequence[Any]) -> Any:
 
 
 def clean_scores(model: Classifier, examples: Sequence[Example]) -> CleanScores:
-    """Logits and correctness of ``examples`` in fixed chunks of :data:`SCORE_CHUNK`."""
+    """Logits and correctness of ``examples`` in fixed chunks of :data:`SCORE_CHUNK` (a chunk
+    that runs out of device memory is scored in halves, with a log line: :mod:`.batching`)."""
+    from suite.evaluation.batching import run_in_batches
+
     logits, correct = [], []
-    for start in range(0, len(examples), SCORE_CHUNK):
-        chunk = examples[start : start + SCORE_CHUNK]
+
+    def score(chunk: list[Example]) -> None:
         batch = stack(model, [example.input for example in chunk])
         labels = torch.tensor([example.label for example in chunk])
         chunk_logits, chunk_correct = model.scores(batch, labels)
         correct.append(chunk_correct)
         logits.append(chunk_logits.cpu())
+
+    run_in_batches(examples, SCORE_CHUNK, score, what="clean pass", device=model.device)
     if not logits:
         return CleanScores(torch.empty(0, model.num_classes), torch.empty(0))
     return CleanScores(torch.cat(logits), torch.cat(correct))
@@ -80,20 +91,53 @@ def score_output(model: Classifier, example: Example, output: AttackOutput, clea
 
 
 def score_outputs(model: Classifier, examples: Sequence[Example], outputs: Sequence[AttackOutput]) -> list[dict[str, Any]]:
-    """:func:`score_output` for a batch of correctly classified examples (``robust`` 0 = broken)."""
-    return [score_output(model, example, output, 1.0) for example, output in zip(examples, outputs)]
+    """:func:`score_batch` for a batch of correctly classified examples (``robust`` 0 = broken)."""
+    return score_batch(model, examples, outputs, [1.0] * len(examples))
+
+
+def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequence[AttackOutput],
+                clean_correct: Sequence[float]) -> list[dict[str, Any]]:
+    """:func:`score_output` of a whole attack batch, with the verdicts of scoring each alone.
+
+    A deterministic image model is scored in one forward pass; each example whose two largest
+    logits are within :data:`TIE_MARGIN` of the logits' scale is then scored again alone, and
+    that verdict stands. Batched and single kernels round differently, by far less than that
+    margin (float32 on the CPU: about 1e-6 of the scale; TF32 on CUDA, about 1e-3, so the margin
+    there is :data:`TIE_MARGIN_CUDA`), so any verdict the batch could flip is rescored alone: the
+    records are those of one example per forward pass (image records keep no confidence, only
+    the verdict). Text (whose records keep the confidence) and randomized models (fractional
+    correctness) are scored one example at a time, as before.
+    """
+    if (model.modality != "image" or len(examples) < 2
+            or getattr(type(model), "correctness", None) is not Classifier.correctness):
+        return [score_output(model, ex, out, correct) for ex, out, correct in zip(examples, outputs, clean_correct)]
+    inputs = torch.stack([ex.input if out.adversarial is None else out.adversarial for ex, out in zip(examples, outputs)])
+    logits = model.logits(inputs).detach().double().cpu()
+    top = logits.topk(2, dim=1).values
+    margin = TIE_MARGIN_CUDA if model.device.type == "cuda" else TIE_MARGIN
+    near = (top[:, 0] - top[:, 1]) <= margin * logits.abs().amax(dim=1).clamp_min(1.0)
+    scores = []
+    for row, (example, output, correct) in enumerate(zip(examples, outputs, clean_correct)):
+        if near[row]:
+            scores.append(score_output(model, example, output, correct))
+            continue
+        prediction = int(logits[row].argmax())
+        scores.append({"robust": min(float(prediction == example.label), correct), "prediction": prediction,
+                       "confidence": float(torch.softmax(logits[row], dim=0).max())})
+    return scores
 
 
 def attack_record(key: str, model: Classifier, example: Example, output: AttackOutput, clean_correct: float,
-                  temperature: float | None = 1.0) -> dict[str, Any]:
+                  temperature: float | None = 1.0, score: dict[str, Any] | None = None) -> dict[str, Any]:
     """The record of one attacked example, scored on the served ``model``.
 
     Args:
         key: The attack's key in results (``pgd_linf``, ``pwws@cal``...).
         model: The served model (never the adversary's view).
         temperature: The adversary temperature the search ran at (recorded when not 1).
+        score: Its :func:`score_output`, when already computed (:func:`score_batch`).
     """
-    score = score_output(model, example, output, clean_correct)
+    score = score if score is not None else score_output(model, example, output, clean_correct)
     record = {
         "kind": "attack",
         "attack": key,

@@ -113,6 +113,7 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         certificates={},
         broken_only_by=broken_only_by(clean_records, {run.key: by_run[run.key] for run in pointwise}),
         batch_size=prepared.batch_size,
+        batch_sizes=dict(prepared.batch_sizes),
         clean_seconds=clean_seconds,
         compute_seconds=compute_seconds,
         warnings=[],

@@ -233,8 +233,13 @@ class Results(_Strict):
     #: Per attack, the worst-case accuracy mass (in examples) only it removed: how many examples
     #: the worst case would lose without it (exactly that count for a deterministic model).
     broken_only_by: dict[str, float]
-    #: Batch size the run used (results do not depend on it; the mini-batch study reads it).
-    batch_size: int = Field(ge=1)
+    #: Batch size asked for: examples per attack batch, or ``auto`` (results do not depend on it,
+    #: except under ``reduction: mean``; the mini-batch study reads it).
+    batch_size: Annotated[int, Field(ge=1)] | Literal["auto"]
+    #: Per attack, the examples per batch it ran at in the last invocation: ``auto``'s choice,
+    #: or a smaller size after an out-of-memory error (:mod:`suite.evaluation.batching`).
+    #: ``{}`` in files written before.
+    batch_sizes: dict[str, int] = Field(default_factory=dict)
     clean_seconds: float = Field(ge=0)
     #: Process-seconds the run took (every process's wall time, summed); None in older files.
     compute_seconds: float | None = Field(None, ge=0)

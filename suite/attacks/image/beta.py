@@ -99,6 +99,9 @@ class BETA(NormChoiceAttack):
             return 5 * self.eps / self.steps  # each step has L2 length lr
         return self.eps / (10 * math.sqrt(dim))
 
+    def rows_per_example(self, num_classes: int) -> int | None:
+        return min(self.targets or num_classes - 1, num_classes - 1)  # every target's row at once
+
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         per = self.targets if num_classes is None else min(self.targets or num_classes - 1, num_classes - 1)
         return {

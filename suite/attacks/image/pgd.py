@@ -43,6 +43,9 @@ class _PGD(GradientAttack):
     def _rows_per_example(self, num_classes: int | None) -> int:
         return 1
 
+    def rows_per_example(self, num_classes: int) -> int | None:
+        return self._rows_per_example(num_classes)
+
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         rows = self._rows_per_example(num_classes)  # None: all targets of an unknown class count
         extra = int(self._targeted)  # the clean pass ranking the targets

@@ -1,0 +1,146 @@
+"""How many examples an attack takes at once: ``--batch-size N`` or ``auto``, and what an
+out-of-memory error does in the middle of a run.
+
+Records never depend on the batch size (every attack reduces its loss by sum and draws its
+randomness per example; each adversarial input is scored alone), so the batch size is only a
+question of speed and memory. That is what lets the suite choose it, and retry a batch smaller:
+
+- ``auto`` on CUDA: before each attack pass, a forward+backward probe on random inputs finds the
+  largest power-of-two batch (at most :data:`AUTO_LIMIT` examples, at most the pass's examples)
+  whose rows fit: the attack says how many rows one example takes in its widest search
+  (:meth:`~suite.attacks.base.Attack.rows_per_example`: APGD-T and ``auto`` search 9 targets at
+  once). The probe halves on out-of-memory and keeps the largest size that worked, as
+  lm-eval and accelerate do; the chosen size of every attack is recorded in results
+  (``batch_sizes``).
+- ``auto`` anywhere else (CPU, MPS) is the fixed :data:`CPU_AUTO_BATCH` examples, and text
+  attacks (which batch their candidates inside the model wrapper) take it too.
+- Whatever the size, an out-of-memory error while an attack runs a batch retries that batch at
+  half the size (one log line), and the rest of the pass keeps the smaller size. Nothing is lost:
+  the batch had written no record yet, and its retry draws the same per-example randomness.
+  An example that does not fit alone is one line (:class:`OutOfMemory`, exit 1).
+
+One exception: an attack with ``reduction: mean`` (the mini-batch study's) divides its loss by
+the batch size, so its numbers depend on it. It needs an explicit batch size, and an
+out-of-memory error is then refused rather than retried smaller (its numbers would change).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar, Union
+
+from suite.errors import SuiteError
+
+logger = logging.getLogger(__name__)
+
+#: ``--batch-size auto`` off CUDA, and for text attacks: examples per attack batch.
+CPU_AUTO_BATCH = 32
+#: The largest batch ``auto`` tries on CUDA (examples).
+AUTO_LIMIT = 1024
+AUTO = "auto"
+BatchSize = Union[int, Literal["auto"]]
+
+T = TypeVar("T")
+
+
+class OutOfMemory(SuiteError):
+    """An attack does not fit in the device's memory even at the smallest batch it may take.
+
+    An environment error (exit 1): the input was fine."""
+
+    exit_code = 1
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is a device running out of memory (CUDA's ``torch.OutOfMemoryError``,
+    and the plain ``RuntimeError`` other backends raise with the same words)."""
+    import torch
+
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and "out of memory" in str(error).lower()
+
+
+def release_memory(device: Any) -> None:
+    """Give the caching allocator's free blocks back after an out-of-memory error."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if getattr(device, "type", str(device)).startswith("cuda") and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def fixed_size(requested: BatchSize) -> int:
+    """The batch size where nothing is probed: ``requested``, or :data:`CPU_AUTO_BATCH` for ``auto``."""
+    return CPU_AUTO_BATCH if requested == AUTO else int(requested)
+
+
+def probes(model: Any, attack: Any) -> bool:
+    """Whether ``auto`` probes for ``attack`` on ``model``: CUDA, and an image attack that differentiates."""
+    return (model.modality == "image" and getattr(model.device, "type", "cpu") == "cuda"
+            and attack.rows_per_example(model.num_classes) is not None)
+
+
+def probe_batch_size(model: Any, attack: Any, sample: Any, upper: int) -> int:
+    """The largest power of two ≤ ``upper`` (or ``upper`` itself) examples whose rows pass one
+    forward+backward of ``model`` on random inputs shaped like ``sample``; 1 when nothing fits
+    (the run then says so in one line if a single example does not fit either)."""
+    import torch
+
+    from suite.attacks.image.driver import autocast
+
+    rows = max(1, int(attack.rows_per_example(model.num_classes) or 1))
+    size = max(1, min(upper, AUTO_LIMIT))
+    precision = getattr(attack, "precision", "fp32")
+    while size > 1:
+        try:
+            generator = torch.Generator(device="cpu").manual_seed(0)
+            inputs = torch.rand((size * rows, *sample.shape), generator=generator).to(model.device)
+            inputs.requires_grad_(True)
+            with autocast(model.device, precision):
+                logits = model.logits(inputs, grad=True)
+            (gradient,) = torch.autograd.grad(logits.float().logsumexp(dim=1).sum(), inputs)
+            del inputs, logits, gradient
+            release_memory(model.device)
+            return size
+        except Exception as error:  # noqa: BLE001 - only out-of-memory is handled
+            if not is_out_of_memory(error):
+                raise
+            release_memory(model.device)
+            size = 1 << (size.bit_length() - 1) if size & (size - 1) else size // 2
+    return 1
+
+
+def run_in_batches(items: Sequence[T], size: int, run: Callable[[list[T]], None], *, what: str,
+                   device: Any = None, halve: bool = True) -> int:
+    """Call ``run`` on consecutive batches of ``items`` of ``size``; on out-of-memory, release
+    memory and retry the batch at half the size (one log line), keeping the smaller size for the
+    rest. Returns the size the last batch ran at.
+
+    ``run`` must commit nothing for a batch that raises (the runner appends a batch's records
+    only after its attack returned). ``halve=False`` (a mean-reduction attack) refuses instead.
+    """
+    start = 0
+    while start < len(items):
+        batch = list(items[start : start + size])
+        try:
+            run(batch)
+        except Exception as error:  # noqa: BLE001 - only out-of-memory is handled
+            if not is_out_of_memory(error):
+                raise
+            release_memory(device)
+            if not halve:
+                raise OutOfMemory(f"{what}: out of memory at batch size {size}; its loss is a mean over the "
+                                  "batch, so a smaller batch would change its numbers: rerun with a smaller "
+                                  "--batch-size (finished records are kept)") from None
+            if len(batch) == 1:
+                raise OutOfMemory(f"{what}: out of memory with a single example; free device memory or use a "
+                                  "smaller model or --precision bf16 (finished records are kept)") from None
+            size = max(1, len(batch) // 2)
+            logger.warning("%s: out of memory at batch size %d; retrying that batch at %d", what, len(batch), size)
+            continue
+        start += len(batch)
+    return size

@@ -1,0 +1,91 @@
+"""``--precision bf16|fp16``: every gradient attack of a task searches under autocast.
+
+Opt-in per run, for speed on GPUs (bf16 halves activation memory and runs on tensor cores). It
+changes only the search: every adversarial input is still scored on the served model in float32
+(:mod:`.scoring`), so success is never decided in low precision, and the mini-batch check
+(:func:`suite.evaluation.checks.check_batch_reduction`: fp16 gradients near underflow under a
+mean loss) runs in the precision the attacks search in. The precision becomes each attack's own
+``precision`` parameter, so it is part of the run's identity: a bf16 run never resumes fp32
+records.
+
+On CUDA the model is also put in channels-last memory format, which convolution kernels under
+autocast prefer; it changes no weight.
+
+Refused in one line, before anything runs: a text model (text attacks score discrete candidates
+with the model as it is), an attack that takes no precision (the torchattacks baselines run in
+float32), and a model that cannot run in that precision (its forward or backward under autocast
+fails, or gives non-finite logits where float32 gives finite ones).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from suite.attacks import ATTACKS
+from suite.data.base import Example
+from suite.errors import ConfigError
+from suite.evaluation.recipe import AttackConfig, TaskConfig
+from suite.models.base import Classifier
+
+Precision = Literal["fp32", "fp16", "bf16"]
+
+
+def takes_precision(config: AttackConfig) -> bool:
+    return "precision" in ATTACKS.get(config.name).model_fields
+
+
+def with_precision(task: TaskConfig, model: Classifier) -> TaskConfig:
+    """``task`` with its ``precision`` set on every attack that sets none (and ``precision``
+    cleared); refused for a text model and for attacks that take no precision."""
+    precision = task.precision
+    if precision is None:
+        return task
+    if model.modality != "image":
+        raise ConfigError(f"--precision applies to image models; {model.info.name!r} is a {model.modality} model, "
+                          "whose attacks score discrete candidates with the model as it is")
+    refused = [config.key for config in task.attacks if not takes_precision(config)]
+    if refused and precision != "fp32":
+        raise ConfigError(f"precision {precision} does not apply to {', '.join(refused)} (it runs in float32): "
+                          "leave out --precision, or name the suite's own attacks")
+    configs = tuple(
+        config.model_copy(update={"params": {"precision": precision, **config.params}}) if takes_precision(config)
+        else config
+        for config in task.attacks
+    )
+    return task.model_copy(update={"attacks": configs, "precision": None})
+
+
+def check_precision(model: Classifier, precision: Precision, example: Example) -> None:
+    """Refuse, in one line, a model that cannot search in ``precision``: one forward+backward of
+    ``example`` under autocast must run and give finite logits where float32 does."""
+    if precision == "fp32":
+        return
+    from suite.attacks.image.driver import autocast
+
+    x = example.input.unsqueeze(0).to(model.device, torch.float32)
+    try:
+        reference = model.logits(x).float()
+        inputs = x.clone().requires_grad_(True)
+        with autocast(model.device, precision):
+            logits = model.logits(inputs, grad=True)
+        (gradient,) = torch.autograd.grad(logits.float().logsumexp(dim=1).sum(), inputs)
+    except (RuntimeError, TypeError, NotImplementedError) as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise ConfigError(f"{model.info.name!r} cannot run under {precision} autocast on {model.device.type}: "
+                          f"{first}") from None
+    finite = bool(torch.isfinite(logits.float()).all() and torch.isfinite(gradient).all())
+    if bool(torch.isfinite(reference).all()) and not finite:
+        raise ConfigError(f"{model.info.name!r} gives non-finite logits or gradients under {precision} autocast "
+                          "(finite in float32): its activations overflow; use --precision bf16 or leave it out")
+
+
+def channels_last(model: Classifier) -> None:
+    """Put the model's network (or each member's) in channels-last memory format, on CUDA."""
+    if model.device.type != "cuda":
+        return
+    for part in getattr(model, "members", None) or [model]:
+        module = getattr(part, "module", None)
+        if isinstance(module, torch.nn.Module):
+            module.to(memory_format=torch.channels_last)

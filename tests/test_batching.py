@@ -1,0 +1,155 @@
+"""``--batch-size auto`` and out-of-memory errors (suite/evaluation/batching.py).
+
+The CPU has no memory limit to hit, so a model here runs out of memory on purpose: its
+``logits`` raise torch's own ``OutOfMemoryError`` above a number of rows, as a GPU would. The
+records (what the numbers are made of) must be those of a run at batch size 1.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+
+import suite
+from suite.evaluation import batching
+from suite.evaluation.batching import CPU_AUTO_BATCH, OutOfMemory, probe_batch_size, run_in_batches
+from suite.evaluation.options import RunOptions
+from suite.models import load_model
+
+ATTACKS = ["fgm_linf", {"name": "apgd_t", "steps": 3, "targets": 3}]
+
+
+def _records(directory) -> list[dict]:
+    rows = [json.loads(line) for line in (directory / "records.jsonl").read_text().splitlines()]
+    return sorted((row for row in rows), key=lambda row: (row["kind"], row.get("attack", ""), row["id"]))
+
+
+def _without_timing(rows: list[dict]) -> list[dict]:
+    return [{key: value for key, value in row.items() if key != "seconds"} for row in rows]
+
+
+def _oom(rows: int) -> torch.OutOfMemoryError:
+    return torch.OutOfMemoryError(f"CUDA out of memory (test: {rows} rows)")
+
+
+class MemoryLimit:
+    """``model.logits`` that raises an out-of-memory error above ``rows`` rows (``None``: never),
+    and once at the ``once_at``-th gradient call (counting from 1) if that call has over 2 rows."""
+
+    def __init__(self, model, rows: int | None = None, once_at: int | None = None) -> None:
+        self.inner, self.rows, self.once_at = model.logits, rows, once_at
+        self.gradient_calls, self.raised = 0, []
+
+    def __call__(self, batch, *, grad: bool = False):
+        if grad:
+            self.gradient_calls += 1
+            if self.gradient_calls == self.once_at and len(batch) > 2:
+                self.raised.append(len(batch))
+                raise _oom(len(batch))
+        if self.rows is not None and len(batch) > self.rows:
+            self.raised.append(len(batch))
+            raise _oom(len(batch))
+        return self.inner(batch, grad=grad)
+
+
+def _run(tmp_path, name: str, batch_size, limit=None, attacks=ATTACKS):
+    model = load_model("builtin:digits-cnn")
+    if limit is not None:
+        model.logits = limit(model)
+    output = tmp_path / name
+    results = suite.evaluate(model, "builtin:digits", attacks=attacks, n=24, eps=0.1, output=output,
+                             options=RunOptions(batch_size=batch_size))
+    return results, _records(output)
+
+
+@pytest.fixture(scope="module")
+def at_one(tmp_path_factory):
+    """The reference: every attack batch holds one example."""
+    return _run(tmp_path_factory.mktemp("batching"), "one", 1)
+
+
+def test_auto_on_the_cpu_is_the_documented_fixed_size_with_the_records_of_batch_size_1(tmp_path, at_one):
+    results, records = _run(tmp_path, "auto", "auto")
+    assert results.batch_size == "auto"
+    assert results.batch_sizes == {"fgm_linf": CPU_AUTO_BATCH, "apgd_t": CPU_AUTO_BATCH}
+    assert at_one[0].batch_sizes == {"fgm_linf": 1, "apgd_t": 1}
+    assert _without_timing(records) == _without_timing(at_one[1])
+    assert results.attacks["apgd_t"].robust_accuracy == at_one[0].attacks["apgd_t"].robust_accuracy
+
+
+def test_auto_probes_the_largest_batch_that_fits_and_keeps_the_records(tmp_path, monkeypatch, at_one):
+    """With probing on (as on CUDA) and a model that holds at most 16 rows, ``auto`` halves from
+    the pass's size to 16 examples, the largest power of two that fits; every record is the one
+    batch size 1 gives."""
+    monkeypatch.setattr("suite.evaluation.runner.probes", lambda model, attack: True)
+    results, records = _run(tmp_path, "probed", "auto", limit=lambda model: MemoryLimit(model, rows=16))
+    assert results.attacks["fgm_linf"].n_attacked > 16  # the probe starts above the limit
+    assert results.batch_sizes == {"fgm_linf": 16, "apgd_t": 16}
+    assert _without_timing(records) == _without_timing(at_one[1])
+
+
+def test_probe_counts_the_rows_of_every_target():
+    """A search over 3 targets at once takes 3 rows per example: a model that holds 24 rows
+    fits 8 examples, not 16 (BETA searches every target's row in one pass)."""
+    model = load_model("builtin:digits-cnn")
+    model.logits = MemoryLimit(model, rows=24)
+    beta = suite.attacks.build_attack("beta", {"targets": 3, "steps": 2})
+    fgm = suite.attacks.build_attack("fgm_linf", {})
+    sample = torch.zeros(model.input_size)
+    assert beta.rows_per_example(10) == 3
+    assert probe_batch_size(model, beta, sample, 100) == 8
+    assert probe_batch_size(model, fgm, sample, 100) == 16
+    assert probe_batch_size(model, fgm, sample, 30) == 16  # 30 does not fit: down to a power of two
+    assert probe_batch_size(model, fgm, sample, 3) == 3
+
+
+def test_an_out_of_memory_error_on_the_third_batch_halves_it_and_loses_nothing(tmp_path, caplog, at_one):
+    """FGM takes one gradient per batch: the third gradient call is the third batch. It runs out
+    of memory once; that batch is retried at half the size, the rest of the pass keeps it, one
+    line is logged, and the records are those of batch size 1."""
+    limits = []
+
+    def limit(model):
+        limits.append(MemoryLimit(model, once_at=3))
+        return limits[-1]
+
+    with caplog.at_level(logging.WARNING, logger="suite.evaluation.batching"):
+        results, records = _run(tmp_path, "oom", 4, limit=limit, attacks=["fgm_linf"])
+    assert limits[0].raised == [4]
+    lines = [record.getMessage() for record in caplog.records if "out of memory" in record.getMessage()]
+    assert lines == ["evaluate: fgm_linf: out of memory at batch size 4; retrying that batch at 2"]
+    assert results.batch_sizes == {"fgm_linf": 2}
+    reference = [row for row in at_one[1] if row.get("attack") in (None, "fgm_linf")]
+    assert _without_timing(records) == _without_timing(reference)
+
+
+def test_a_mean_loss_is_refused_rather_than_retried_smaller(tmp_path):
+    """Halving would change the numbers of an attack that averages its loss over the batch: one
+    line, and the records already finished stay."""
+    with pytest.raises(OutOfMemory, match="its loss is a mean over the batch"):
+        _run(tmp_path, "mean", 8, limit=lambda model: MemoryLimit(model, rows=4),
+             attacks=[{"name": "fgm_linf", "reduction": "mean"}])
+    kept = _records(tmp_path / "mean")
+    assert {row["kind"] for row in kept} == {"clean"}
+
+
+def test_one_example_that_does_not_fit_is_one_line():
+    def run(batch):
+        raise _oom(len(batch))
+
+    with pytest.raises(OutOfMemory, match="out of memory with a single example") as caught:
+        run_in_batches(list(range(5)), 4, run, what="t: fgm_linf")
+    assert caught.value.exit_code == 1
+
+
+def test_other_errors_are_not_taken_for_out_of_memory():
+    def run(batch):
+        raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        run_in_batches([1, 2], 2, run, what="t")
+    assert batching.is_out_of_memory(RuntimeError("MPS backend out of memory"))
+    assert not batching.is_out_of_memory(ValueError("out of memory"))
