@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -31,20 +32,46 @@ class InputSpec:
         return len(self.labels)
 
 
-@dataclass(frozen=True)
+class LazyInput(ABC):
+    """An input read and transformed each time it is used, so that a split of any size is never
+    held in memory (:class:`suite.data.images.DatasetImage`)."""
+
+    @abstractmethod
+    def load(self) -> torch.Tensor:
+        """The input as the model takes it; the same tensor on every call."""
+
+
+@dataclass(frozen=True, init=False)
 class Example:
     """One labelled input with a stable id.
+
+    ``Example(id, input, label)`` takes the input itself, or a :class:`LazyInput` that
+    ``example.input`` loads on every read (images of ``datasets`` splits: the attacks, the
+    scoring and the checks read a batch at a time, so memory is bounded by the batch, not by
+    the split). A loaded input is not kept: that would hold the whole split again. Text,
+    built-in datasets and in-memory tensors (small, or already in memory) are held as given.
 
     Attributes:
         id: Stable across runs, subsample sizes and processes (the row's position in its split,
             or the dataset's own id).
-        input: A string (text) or a C×H×W float tensor in [0, 1] (image).
+        source: What was given as ``input``: the input, or the :class:`LazyInput` that reads it.
         label: Class index into the model's labels.
     """
 
     id: str
-    input: Input
+    source: Input | LazyInput
     label: int
+
+    def __init__(self, id: str, input: Input | LazyInput, label: int) -> None:  # noqa: A002 - the field's name
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "source", input)
+        object.__setattr__(self, "label", label)
+
+    @property
+    def input(self) -> Input:
+        """A string (text) or a C×H×W float tensor in [0, 1] (image), loaded now if lazy."""
+        source = self.source
+        return source.load() if isinstance(source, LazyInput) else source
 
 
 @dataclass

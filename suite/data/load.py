@@ -6,6 +6,10 @@ input size), never the model itself.
 Sources: ``builtin:<name>``; ``hf:<hub name>`` through ``datasets.load_dataset``; and local
 csv/tsv/json/jsonl/parquet files or directories (a directory of such files split by file name,
 or an image folder) given as ``hf:<path>`` or a bare path.
+
+Images read through ``datasets`` are not held in memory: each example holds a reference to its
+row and decodes it when read (:mod:`suite.data.images`). Built-in datasets are small and held
+as tensors, as are the Python API's in-memory tensors (:mod:`suite.data.memory`).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from suite.data.base import EvalSet, Example, InputSpec
+from suite.data.base import EvalSet, Example, InputSpec, LazyInput
 from suite.data.builtin import RawSplit
 from suite.data.config import DatasetConfig
+from suite.data.images import DatasetImage, check_image, conform_image
 from suite.data.registry import BUILTIN_DATASETS
 from suite.errors import DataError
 
@@ -29,6 +34,9 @@ TEXT_COLUMNS = ("text", "sentence", "review", "content", "document", "tweet", "u
 IMAGE_COLUMNS = ("image", "img", "picture", "pixel_values")
 LABEL_COLUMNS = ("label", "labels", "target", "class", "sentiment", "fine_label", "y")
 FILE_BUILDERS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+#: Rows of not-decoded images read at a time by the up-front check (bounds its memory on
+#: datasets that embed the image bytes).
+CHECK_CHUNK = 256
 
 
 def subsample_indices(size: int, n: int | None, seed: int) -> list[int]:
@@ -102,7 +110,9 @@ def _looks_like_a_path(spec: str) -> bool:
 
 
 def _conform(value: Any, model: InputSpec) -> Any:
-    return value if model.modality == "text" else conform_image(value, model.input_size)
+    if model.modality == "text" or isinstance(value, LazyInput):  # a lazy image conforms as it loads
+        return value
+    return conform_image(value, model.input_size)
 
 
 def _is_missing(value: Any) -> bool:
@@ -118,31 +128,6 @@ def _describe(value: Any) -> str:
     """A value's type and a bounded repr, for messages about a cell."""
     shown = repr(value)
     return f"{type(value).__name__} {shown[:40]}{'...' if len(shown) > 40 else ''}"
-
-
-def conform_image(image: Any, input_size: tuple[int, int, int]) -> torch.Tensor:
-    """A PIL image or C×H×W tensor as a float tensor in [0, 1] of the model's input size.
-
-    PIL images are resized (shorter side) and centre-cropped; tensors are resized bilinearly.
-    Grey images are repeated to 3 channels and colour images averaged to 1 as the model needs.
-    """
-    channels, height, width = input_size
-    if not isinstance(image, torch.Tensor):
-        from torchvision.transforms import functional as F
-
-        image = image.convert("L" if channels == 1 else "RGB")
-        image = F.center_crop(F.resize(image, min(height, width), antialias=True), [height, width])
-        return F.to_tensor(image)
-    image = image.float()
-    if image.ndim == 2:
-        image = image.unsqueeze(0)
-    if image.shape[0] != channels:
-        image = image.mean(0, keepdim=True).expand(channels, -1, -1) if channels in (1, 3) else image
-    if tuple(image.shape[1:]) != (height, width):
-        image = torch.nn.functional.interpolate(
-            image[None], size=(height, width), mode="bilinear", antialias=True, align_corners=False
-        )[0]
-    return image.clamp(0.0, 1.0).contiguous()
 
 
 def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> tuple[RawSplit, int, dict[str, str]]:
@@ -168,7 +153,7 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
         labels = [remap[label] if 0 <= label < len(remap) else label for label in labels]
     raw = RawSplit(
         ids=[f"{config.split}-{row}" for row in rows],
-        inputs=_inputs(subset, input_column, rows, input_kind, datasets, name),
+        inputs=_inputs(dataset, subset, input_column, rows, model, datasets, name),
         labels=labels,
         label_names=label_names or list(model.labels),
         modality=input_kind,
@@ -177,12 +162,13 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
     return raw, size, {input_kind: input_column, "label": label_column}
 
 
-def _inputs(subset: Any, column: str, rows: Sequence[int], kind: str, datasets: Any, name: str) -> list[Any]:
+def _inputs(dataset: Any, subset: Any, column: str, rows: Sequence[int], model: InputSpec, datasets: Any,
+            name: str) -> list[Any]:
     """The input column's values, each checked to be what the model takes (a string for text,
-    an image for images). Images are decoded one by one, so a corrupt or non-image file is
-    named in one line."""
-    if kind == "image" and isinstance(subset.features.get(column), datasets.Image):
-        return _decode_images(subset, column, datasets, name)
+    an image for images). An Image column gives lazy images (:func:`_image_rows`)."""
+    kind = "image" if model.modality == "image" else "text"
+    if kind == "image" and isinstance(dataset.features.get(column), datasets.Image):
+        return _image_rows(dataset, column, rows, model, datasets, name)
     values = list(subset[column])
     for row, value in zip(rows, values):
         if kind == "text" and isinstance(value, str):
@@ -202,25 +188,16 @@ def _inputs(subset: Any, column: str, rows: Sequence[int], kind: str, datasets: 
     return values
 
 
-def _decode_images(subset: Any, column: str, datasets: Any, name: str) -> list[Any]:
-    """Every image of ``column`` decoded, or one line naming the first file that is no image."""
-    from io import BytesIO
-
-    from PIL import Image
-
-    images = []
-    for item in subset.cast_column(column, datasets.Image(decode=False))[column]:
-        if item is None:
-            raise DataError(f"column {column!r} of {name!r} has a row with no image (fill it in, or drop the row)")
-        source = item.get("path") or "<embedded image>"
-        try:
-            image = Image.open(BytesIO(item["bytes"]) if item.get("bytes") else item["path"])
-            image.load()
-        except Exception as error:  # noqa: BLE001 - PIL raises many types for a bad file
-            raise DataError(f"image {source!r} in {name!r} cannot be read ({type(error).__name__}: "
-                            f"{str(error).splitlines()[0] if str(error) else 'corrupt'})") from None
-        images.append(image)
-    return images
+def _image_rows(dataset: Any, column: str, rows: Sequence[int], model: InputSpec, datasets: Any,
+                name: str) -> list[DatasetImage]:
+    """A lazy image per row of ``rows`` (decoded each time it is read), after every one is
+    checked without being decoded, so that a corrupt or non-image file, or a decompression bomb,
+    is one line naming it before anything runs."""
+    table = dataset.select_columns([column]).cast_column(column, datasets.Image(decode=False))
+    for start in range(0, len(rows), CHECK_CHUNK):
+        for item in table[list(rows[start : start + CHECK_CHUNK])][column]:
+            check_image(item, column, name)
+    return [DatasetImage(table, row, column, model.input_size, name) for row in rows]
 
 
 def _hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:

@@ -1,4 +1,9 @@
-"""Examples held in memory (the Python API): tensors of images or lists of texts, with labels."""
+"""Examples held in memory (the Python API): tensors of images or lists of texts, with labels.
+
+Unlike image datasets read through ``datasets`` (decoded per access, :mod:`suite.data.images`),
+these stay in memory as tensors: the caller already holds them, so reading them lazily would
+save nothing.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,116 @@
+"""Images of a dataset: conformed to what the model takes, checked up front, decoded per access.
+
+An image dataset read through ``datasets`` (an image folder, a parquet file with an Image
+column, a Hub dataset) is never held as pixels: ImageNet validation would be 30 GB as float32
+tensors. Loading checks every image once without keeping it (:func:`check_image`: the header,
+where PIL refuses a decompression bomb, and :meth:`PIL.Image.Image.verify`), and each example
+then holds a :class:`DatasetImage`, a row reference into the memory-mapped dataset that decodes
+and conforms the image each time ``example.input`` is read. The tensor is the one an eager
+decode gives, bit for bit, so a run's numbers (and its data fingerprint) do not change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from io import BytesIO
+from typing import Any
+
+import torch
+
+from suite.data.base import LazyInput
+from suite.errors import DataError
+
+
+def conform_image(image: Any, input_size: tuple[int, int, int]) -> torch.Tensor:
+    """A PIL image or C×H×W tensor as a float tensor in [0, 1] of the model's input size.
+
+    PIL images are resized (shorter side) and centre-cropped; tensors are resized bilinearly.
+    Grey images are repeated to 3 channels and colour images averaged to 1 as the model needs.
+    """
+    channels, height, width = input_size
+    if not isinstance(image, torch.Tensor):
+        from torchvision.transforms import functional as F
+
+        image = image.convert("L" if channels == 1 else "RGB")
+        image = F.center_crop(F.resize(image, min(height, width), antialias=True), [height, width])
+        return F.to_tensor(image)
+    image = image.float()
+    if image.ndim == 2:
+        image = image.unsqueeze(0)
+    if image.shape[0] != channels:
+        image = image.mean(0, keepdim=True).expand(channels, -1, -1) if channels in (1, 3) else image
+    if tuple(image.shape[1:]) != (height, width):
+        image = torch.nn.functional.interpolate(
+            image[None], size=(height, width), mode="bilinear", antialias=True, align_corners=False
+        )[0]
+    return image.clamp(0.0, 1.0).contiguous()
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetImage(LazyInput):
+    """Row ``row`` of an image column, decoded and conformed each time it is loaded.
+
+    Holds no pixels: ``table`` is the dataset's image column cast to ``Image(decode=False)``,
+    whose rows are ``{"path", "bytes"}`` read from the memory-mapped Arrow file, and every
+    example of a split shares it. Picklable (``datasets`` pickles a memory-mapped table as its
+    file path), though nothing sends examples between processes: each process loads the data.
+
+    Attributes:
+        table: A ``datasets.Dataset`` of the one column ``column``, not decoded.
+        row: The row in ``table`` (the row of the split).
+        column: The image column, for messages.
+        input_size: The model's (channels, height, width).
+        dataset: The dataset's name, for messages.
+    """
+
+    table: Any = field(repr=False)
+    row: int
+    column: str
+    input_size: tuple[int, int, int]
+    dataset: str
+
+    def load(self) -> torch.Tensor:
+        item = self.table[self.row][self.column]
+        image = open_image(item, self.column, self.dataset)
+        try:
+            try:
+                image.load()
+            except Exception as error:  # noqa: BLE001 - PIL raises many types for a bad file
+                raise _unreadable(item, self.dataset, error) from None
+            return conform_image(image, self.input_size)
+        finally:
+            image.close()
+
+
+def open_image(item: dict[str, Any] | None, column: str, dataset: str) -> Any:
+    """The PIL image of a not-decoded cell (``{"path", "bytes"}``), header read, pixels not yet."""
+    from PIL import Image
+
+    if item is None:
+        raise DataError(f"column {column!r} of {dataset!r} has a row with no image (fill it in, or drop the row)")
+    try:
+        return Image.open(BytesIO(item["bytes"]) if item.get("bytes") else item["path"])
+    except Exception as error:  # noqa: BLE001 - PIL raises many types for a bad file (a bomb too)
+        raise _unreadable(item, dataset, error) from None
+
+
+def check_image(item: dict[str, Any] | None, column: str, dataset: str) -> None:
+    """Refuse, in one line naming the file, a cell that is no readable image, keeping no pixels.
+
+    Opening reads the header (PIL refuses a decompression bomb there) and ``verify`` checks the
+    file's structure (PNG chunks and their checksums) without decoding it. A file damaged in a
+    way only decoding finds (a JPEG cut short) is named in the same words when it is read.
+    """
+    image = open_image(item, column, dataset)
+    try:
+        image.verify()
+    except Exception as error:  # noqa: BLE001 - PIL raises many types for a bad file
+        raise _unreadable(item, dataset, error) from None
+    finally:
+        image.close()
+
+
+def _unreadable(item: dict[str, Any], dataset: str, error: Exception) -> DataError:
+    source = item.get("path") or "<embedded image>"
+    reason = str(error).splitlines()[0] if str(error) else "corrupt"
+    return DataError(f"image {source!r} in {dataset!r} cannot be read ({type(error).__name__}: {reason})")
