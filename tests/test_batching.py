@@ -153,3 +153,28 @@ def test_other_errors_are_not_taken_for_out_of_memory():
         run_in_batches([1, 2], 2, run, what="t")
     assert batching.is_out_of_memory(RuntimeError("MPS backend out of memory"))
     assert not batching.is_out_of_memory(ValueError("out of memory"))
+
+
+def test_batched_scoring_gives_the_verdicts_of_scoring_alone_and_rescores_near_ties(monkeypatch):
+    """A batch of adversarial inputs is scored in one pass; an input whose two largest logits are
+    within TIE_MARGIN is scored again alone, and every verdict is the one-at-a-time verdict."""
+    from suite.attacks.base import AttackOutput
+    from suite.data.base import Example
+    from suite.evaluation import scoring
+    from suite.models.wrap import from_module
+
+    linear = torch.nn.Linear(2, 3, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]))
+    model = from_module(torch.nn.Sequential(torch.nn.Flatten(), linear), input_size=(2, 1, 1), device="cpu")
+    points = [(0.9, 0.1), (0.5, 0.5), (0.2, 0.8), (0.5, 0.5 + 1e-5), (0.3, 0.3)]  # ties at rows 1, 3 and 4
+    examples = [Example(str(i), torch.tensor(p).view(2, 1, 1), i % 2) for i, p in enumerate(points)]
+    outputs = [AttackOutput(adversarial=ex.input, perturbation=0.0, queries=1, seconds=0.0) for ex in examples]
+    alone = []
+    real = scoring.score_output
+    monkeypatch.setattr(scoring, "score_output", lambda *a: alone.append(a[1].id) or real(*a))
+    batched = scoring.score_batch(model, examples, outputs, [1.0] * len(examples))
+    assert alone == ["1", "3", "4"]
+    alone.clear()
+    expected = [real(model, ex, out, 1.0) for ex, out in zip(examples, outputs)]
+    assert [(s["robust"], s["prediction"]) for s in batched] == [(s["robust"], s["prediction"]) for s in expected]

@@ -108,8 +108,7 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
     the verdict). Text (whose records keep the confidence) and randomized models (fractional
     correctness) are scored one example at a time, as before.
     """
-    if (model.modality != "image" or len(examples) < 2
-            or getattr(type(model), "correctness", None) is not Classifier.correctness):
+    if model.modality != "image" or len(examples) < 2 or not model.argmax_verdicts:
         return [score_output(model, ex, out, correct) for ex, out, correct in zip(examples, outputs, clean_correct)]
     inputs = torch.stack([ex.input if out.adversarial is None else out.adversarial for ex, out in zip(examples, outputs)])
     logits = model.logits(inputs).detach().double().cpu()

@@ -113,6 +113,13 @@ class Classifier(ABC):
         logits = self.logits(batch) if logits is None else logits
         return (logits.argmax(dim=1).cpu() == labels.cpu()).float()
 
+    @property
+    def argmax_verdicts(self) -> bool:
+        """Whether correctness is ``argmax logits == label`` (the default :meth:`correctness`),
+        so that a verdict follows from the logits alone: batched scoring relies on it
+        (:func:`suite.evaluation.scoring.score_batch`). A randomized ensemble's is not."""
+        return type(self).correctness is Classifier.correctness
+
     def scores(self, batch: Sequence[str] | torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """This batch's logits and per-example correctness, from as few forward passes as the model
         needs (one; a randomized ensemble derives both from one pass of its members)."""

@@ -69,6 +69,10 @@ class TemperatureScaled(LogitView):
         # Dividing by T > 0 changes no decision: the base model's correctness is this model's.
         return self.base.correctness(batch, labels, logits=logits)
 
+    @property
+    def argmax_verdicts(self) -> bool:
+        return self.base.argmax_verdicts
+
     def embedding_logits(self, texts: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         ids, embeddings, logits = self.base.embedding_logits(texts)
         return ids, embeddings, logits / self.temperature
