@@ -1,0 +1,304 @@
+"""Many classes: does ``auto`` (APGD-CE, then APGD-T on 9 targets) find on a 100-class model what
+AutoAttack's 9 targets find, with the targets ranked by logit (the default) or by the
+linearised distance to each boundary (``ranking: linear``)?
+
+The task, "digit pairs": sklearn's 8×8 digits (split 80/20 by the same fixed permutation as
+``builtin:digits``), each upsampled bilinearly to 16×16; an image is two digits side by side,
+1×16×32 grey pixels in [0, 1], and its class is the two-digit number they read, "00" … "99"
+(100 classes). Training pairs are drawn afresh each step from the training digits; the n test
+pairs (class i mod 100 for the i-th, so the classes are balanced) only from the held-out digits.
+
+The models: timm's ``test_resnet`` (0.38 M parameters, one input channel, 100 outputs), trained
+here with a fixed seed on one CPU thread: ``plain`` (cross-entropy) and ``fgsm-at`` (FGSM
+adversarial training with a random start, Wong et al., "Fast is better than free", ICLR 2020,
+at ``--train-eps``). The weights are cached as safetensors under
+``$ADVSUITE_CACHE/bench/many_classes`` (keyed by the training settings), so a second run
+evaluates the same models.
+
+On the same test pairs, seed and batch size, each model is evaluated with ``suite.evaluate``
+under L∞ by the suite's ``autoattack`` (the standard ensemble from torchattacks' components,
+9 targets as the official code) and ``auto`` with each ranking and target count. One wrapper
+around the network counts the rows every configuration makes it see (rows seen with
+gradients enabled are forward+backward passes). Per configuration: robust accuracy, examples
+``autoattack`` breaks that it misses, examples it breaks that ``autoattack`` misses (by example
+id in each run's ``records.jsonl``), wall seconds, gradient rows, backward rows and forward rows.
+
+    python bench/many_classes.py --json bench-many-classes.json   # ~17 min on 2 CPU cores (+5 to train)
+    python bench/many_classes.py --targets 9 --target-steps 100 --rankings logit   # AutoAttack's steps per target
+    python bench/many_classes.py --quick                           # a smoke run: about 3 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+import suite
+from suite.models.wrap import from_module
+from suite.paths import cache_dir
+
+ARCH = "test_resnet"
+CLASSES = [f"{number:02d}" for number in range(100)]
+DIGIT_SIZE = 16
+MEAN, STD = (0.3,), (0.4,)  # of the pairs' pixels, rounded (as builtin:digits-cnn)
+TEST_FRACTION = 0.2  # builtin:digits' split
+WEIGHTS_VERSION = "v1"  # bump when the task or the training recipe changes
+METHODS = ("plain", "fgsm-at")
+
+
+# -- the task ------------------------------------------------------------------------------------
+
+def digits(split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """sklearn's digits as 1×16×16 images in [0, 1] and their labels, split as builtin:digits."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    images = torch.tensor(data.images, dtype=torch.float32).unsqueeze(1) / 16.0
+    images = nn.functional.interpolate(images, size=(DIGIT_SIZE, DIGIT_SIZE), mode="bilinear", align_corners=False)
+    order = np.random.default_rng(0).permutation(len(data.target))
+    n_test = int(round(len(data.target) * TEST_FRACTION))
+    rows = sorted(order[:n_test] if split == "test" else order[n_test:])
+    return images[rows].clamp(0.0, 1.0), torch.tensor(data.target[rows], dtype=torch.long)
+
+
+def pairs(images: torch.Tensor, labels: torch.Tensor, classes: torch.Tensor,
+          generator: torch.Generator) -> torch.Tensor:
+    """One image per entry of ``classes``: a random digit of its tens beside one of its units."""
+    by_digit = [(labels == digit).nonzero().squeeze(1) for digit in range(10)]
+
+    def draw(wanted: torch.Tensor) -> torch.Tensor:
+        picks = torch.empty(len(wanted), dtype=torch.long)
+        for digit in range(10):
+            rows = (wanted == digit).nonzero().squeeze(1)
+            pool = by_digit[digit]
+            picks[rows] = pool[torch.randint(len(pool), (len(rows),), generator=generator)]
+        return images[picks]
+
+    return torch.cat([draw(classes // 10), draw(classes % 10)], dim=3)
+
+
+def test_pairs(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """n test pairs from the held-out digits, class i mod 100 for the i-th."""
+    images, labels = digits("test")
+    classes = torch.arange(n) % len(CLASSES)
+    return pairs(images, labels, classes, torch.Generator().manual_seed(seed)), classes
+
+
+# -- the models ----------------------------------------------------------------------------------
+
+def _normalise(x: torch.Tensor) -> torch.Tensor:
+    return (x - MEAN[0]) / STD[0]
+
+
+def _fgsm_rs(net: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float, generator: torch.Generator) -> torch.Tensor:
+    """FGSM from a uniform random start in the L∞ ball, step 1.25ε (Wong et al. 2020, Alg. 3)."""
+    delta = (torch.rand(x.shape, generator=generator) * 2 - 1) * eps
+    delta.requires_grad_(True)
+    loss = nn.functional.cross_entropy(net(_normalise((x + delta).clamp(0.0, 1.0))), y)
+    (grad,) = torch.autograd.grad(loss, delta)
+    delta = (delta.detach() + 1.25 * eps * grad.sign()).clamp(-eps, eps)
+    return (x + delta).clamp(0.0, 1.0)
+
+
+def train(method: str, steps: int, train_eps: float, seed: int, batch_size: int = 128) -> nn.Module:
+    """timm's ARCH on digit pairs: AdamW with a one-cycle schedule, fresh pairs every step."""
+    import timm
+
+    torch.manual_seed(seed)
+    images, labels = digits("train")
+    net = timm.create_model(ARCH, num_classes=len(CLASSES), in_chans=1)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=5e-4)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=steps)
+    generator = torch.Generator().manual_seed(seed)
+    net.train()
+    for _ in range(steps):
+        y = torch.randint(len(CLASSES), (batch_size,), generator=generator)
+        x = pairs(images, labels, y, generator)
+        if method == "fgsm-at":
+            x = _fgsm_rs(net, x, y, train_eps, generator)
+        loss = nn.functional.cross_entropy(net(_normalise(x)), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+    return net.eval()
+
+
+def cached_model(method: str, steps: int, train_eps: float, seed: int) -> tuple[nn.Module, Path, float]:
+    """The trained network (from the cache when there), its weights file and training seconds."""
+    import timm
+    from safetensors.torch import load_file, save_file
+
+    settings = json.dumps([WEIGHTS_VERSION, ARCH, method, steps, train_eps if method != "plain" else 0, seed])
+    key = hashlib.sha256(settings.encode()).hexdigest()[:12]
+    path = cache_dir("bench", "many_classes") / f"{ARCH}-{method}-{key}.safetensors"
+    if path.exists():
+        net = timm.create_model(ARCH, num_classes=len(CLASSES), in_chans=1)
+        net.load_state_dict(load_file(path))
+        return net.eval(), path, 0.0
+    start = time.perf_counter()
+    net = train(method, steps, train_eps, seed)
+    seconds = time.perf_counter() - start
+    partial = path.with_suffix(".partial")
+    save_file({name: tensor.contiguous() for name, tensor in net.state_dict().items()}, partial)
+    partial.replace(path)
+    return net, path, seconds
+
+
+class CountingModule(nn.Module):
+    """The network, counting the rows it sees: forward rows, rows seen with gradients enabled
+    (``gradient_rows``, forward+backward passes as bench/image_attacks.py counts them), and rows
+    of every backward pass through it (``backward_rows``: more than ``gradient_rows`` when one
+    forward is differentiated several times, as ``ranking: linear`` does once per candidate)."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+        self.forward_rows = 0
+        self.gradient_rows = 0
+        self.backward_rows = 0
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        self.forward_rows += len(inputs)
+        if torch.is_grad_enabled() and inputs.requires_grad:
+            self.gradient_rows += len(inputs)
+            inputs.register_hook(self._count_backward)
+        return self.net(inputs)
+
+    def _count_backward(self, grad: torch.Tensor) -> None:
+        self.backward_rows += len(grad)
+
+
+# -- the comparison ------------------------------------------------------------------------------
+
+def configurations(targets: list[int], target_steps: list[int], rankings: list[str]) -> list[dict]:
+    """The attacks compared: ``autoattack`` first (the reference), then ``auto`` per target
+    count, steps per target and ranking (labelled ``auto-<ranking>-<targets>``, with
+    ``x<steps>`` when the steps per target are not auto's 30)."""
+    found = [{"name": "autoattack", "label": "autoattack"}]
+    for count in targets:
+        for steps in target_steps:
+            for ranking in rankings:
+                label = f"auto-{ranking}-{count}" + ("" if steps == 30 else f"x{steps}")
+                found.append({"name": "auto", "ranking": ranking, "targets": count, "target_steps": steps,
+                              "label": label})
+    return found
+
+
+def _robust_by_id(directory: Path) -> dict[str, tuple[bool, int]]:
+    """Per attacked example id in a run's records.jsonl (those classified correctly when clean):
+    whether it stayed robust, and its queries."""
+    found = {}
+    with open(directory / "records.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            if record["kind"] == "attack":
+                found[record["id"]] = (record["robust"] >= 1.0, int(record.get("queries") or 0))
+    return found
+
+
+def compare(name: str, net: nn.Module, images: torch.Tensor, labels: torch.Tensor, eps: float, configs: list[dict],
+            seed: int, batch_size: int, output: Path) -> list[dict]:
+    """One row per configuration, each run by ``suite.evaluate`` into ``output/<model>/<label>``;
+    the first (``autoattack``) is the reference the others' examples are compared with."""
+    rows, reference = [], None
+    for config in configs:
+        counting = CountingModule(net)
+        model = from_module(counting, input_size=tuple(images.shape[1:]), mean=MEAN, std=STD, labels=CLASSES,
+                            name=f"many-classes-{name}", device="cpu")
+        directory = output / name / config["label"]
+        start = time.perf_counter()
+        results = suite.evaluate(model, (images, labels), attacks=[config], eps=eps, output=directory,
+                                 options=suite.RunOptions(seed=seed, batch_size=batch_size, overwrite=True))
+        seconds = time.perf_counter() - start
+        robust = _robust_by_id(directory)
+        if reference is None:
+            reference = robust
+        broken = {key for key, (still, _) in robust.items() if not still}
+        reference_broken = {key for key, (still, _) in reference.items() if not still}
+        row = {
+            "model": name, "eps": eps, "attack": config["label"],
+            "clean_accuracy": results.clean_accuracy,
+            "robust_accuracy": results.attacks[config["label"]].robust_accuracy,
+            "missed_vs_autoattack": len(reference_broken - broken),
+            "extra_vs_autoattack": len(broken - reference_broken),
+            "seconds": seconds,
+            "gradient_rows": counting.gradient_rows,
+            "backward_rows": counting.backward_rows,
+            "forward_rows": counting.forward_rows,
+            "record_queries": sum(queries for _, queries in robust.values()),
+        }
+        rows.append(row)
+        print(f"  {name} {config['label']}: robust {row['robust_accuracy']:.3f}, missed {row['missed_vs_autoattack']}, "
+              f"extra {row['extra_vs_autoattack']}, {seconds:.1f}s, {counting.gradient_rows} gradient rows", flush=True)
+    for row in rows:
+        row["time_vs_autoattack"] = row["seconds"] / rows[0]["seconds"]
+        row["gradient_rows_vs_autoattack"] = row["gradient_rows"] / max(1, rows[0]["gradient_rows"])
+    return rows
+
+
+def _table(rows: list[dict]) -> str:
+    lines = ["| model | ε | attack | robust acc | missed vs AA | extra vs AA | seconds | time / AA | "
+             "gradient rows | rows / AA | backward rows | forward rows |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row['model']} | {row['eps']:g} | `{row['attack']}` | {100 * row['robust_accuracy']:.1f} % | "
+                     f"{row['missed_vs_autoattack']} | {row['extra_vs_autoattack']} | {row['seconds']:.1f} | "
+                     f"{row['time_vs_autoattack']:.3f} | {row['gradient_rows']} | "
+                     f"{row['gradient_rows_vs_autoattack']:.3f} | {row['backward_rows']} | {row['forward_rows']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=300, help="test pairs attacked per model (default 300)")
+    parser.add_argument("--eps", type=float, default=0.02,
+                        help="L∞ radius for the plain model (default 0.02: about 30 %% robust under autoattack)")
+    parser.add_argument("--at-eps", type=float, default=0.1,
+                        help="L∞ radius for the fgsm-at model (default 0.1: about 45 %% robust under autoattack)")
+    parser.add_argument("--train-eps", type=float, default=0.1, help="FGSM-AT training radius (default 0.1)")
+    parser.add_argument("--targets", default="9,20", help="auto's target counts, comma-separated (default 9,20)")
+    parser.add_argument("--target-steps", default="30", help="auto's steps per target, comma-separated (default 30)")
+    parser.add_argument("--rankings", default="logit,linear", help="auto's rankings (default logit,linear)")
+    parser.add_argument("--models", default=",".join(METHODS), help="which models (default plain,fgsm-at)")
+    parser.add_argument("--steps", type=int, default=1500, help="training steps of 128 pairs (default 1500)")
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0, help="seeds the training, the test pairs and the attacks")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: 40 pairs, 9 targets, 150 training steps, the plain model")
+    parser.add_argument("--output", type=Path, default=Path("runs/many_classes"), help="the runs' directories")
+    parser.add_argument("--json", type=Path, help="also write the numbers to this file")
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.targets, args.steps, args.models = 40, "9", 150, "plain"
+    unknown = sorted(set(args.models.split(",")) - set(METHODS))
+    if unknown:
+        parser.error(f"unknown model {', '.join(unknown)}; available: {', '.join(METHODS)}")
+    torch.set_num_threads(1)  # reproducible weights, comparable seconds (as the built-in models)
+    configs = configurations([int(count) for count in args.targets.split(",")],
+                             [int(steps) for steps in args.target_steps.split(",")], args.rankings.split(","))
+    images, labels = test_pairs(args.n, args.seed)
+    report = {"task": "digit pairs (100 classes, 1x16x32)", "arch": ARCH, "n": args.n, "seed": args.seed,
+              "batch_size": args.batch_size, "steps": args.steps, "train_eps": args.train_eps, "models": {}, "rows": []}
+    for method in args.models.split(","):
+        net, path, seconds = cached_model(method, args.steps, args.train_eps, args.seed)
+        eps = args.eps if method == "plain" else args.at_eps
+        print(f"{method}: {path} ({'trained in %.0f s' % seconds if seconds else 'cached'})", flush=True)
+        report["models"][method] = {"weights": str(path), "train_seconds": seconds, "eps": eps}
+        report["rows"] += compare(method, net, images, labels, eps, configs, args.seed, args.batch_size, args.output)
+    print(f"\n## auto vs autoattack on 100 classes (digit pairs, {ARCH}, n={args.n}, seed {args.seed}, "
+          f"batch {args.batch_size})\n")
+    print(_table(report["rows"]))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
