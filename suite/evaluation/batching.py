@@ -88,30 +88,34 @@ def probe_batch_size(model: Any, attack: Any, sample: Any, upper: int) -> int:
     """The largest power of two ≤ ``upper`` (or ``upper`` itself) examples whose rows pass one
     forward+backward of ``model`` on random inputs shaped like ``sample``; 1 when nothing fits
     (the run then says so in one line if a single example does not fit either)."""
-    import torch
-
-    from suite.attacks.image.driver import autocast
-
     rows = max(1, int(attack.rows_per_example(model.num_classes) or 1))
     size = max(1, min(upper, AUTO_LIMIT))
     precision = getattr(attack, "precision", "fp32")
     while size > 1:
         try:
-            generator = torch.Generator(device="cpu").manual_seed(0)
-            inputs = torch.rand((size * rows, *sample.shape), generator=generator).to(model.device)
-            inputs.requires_grad_(True)
-            with autocast(model.device, precision):
-                logits = model.logits(inputs, grad=True)
-            (gradient,) = torch.autograd.grad(logits.float().logsumexp(dim=1).sum(), inputs)
-            del inputs, logits, gradient
+            _forward_backward(model, size * rows, sample.shape, precision)
             release_memory(model.device)
             return size
         except Exception as error:  # noqa: BLE001 - only out-of-memory is handled
             if not is_out_of_memory(error):
                 raise
-            release_memory(model.device)
-            size = 1 << (size.bit_length() - 1) if size & (size - 1) else size // 2
+        # Out of the except block: the error's traceback (holding the pass's tensors) is gone.
+        release_memory(model.device)
+        size = 1 << (size.bit_length() - 1) if size & (size - 1) else size // 2
     return 1
+
+
+def _forward_backward(model: Any, rows: int, shape: Any, precision: str) -> None:
+    """One forward+backward (input gradient) of ``rows`` random inputs of ``shape``."""
+    import torch
+
+    from suite.attacks.image.driver import autocast
+
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    inputs = torch.rand((rows, *shape), generator=generator).to(model.device).requires_grad_(True)
+    with autocast(model.device, precision):
+        logits = model.logits(inputs, grad=True)
+    torch.autograd.grad(logits.float().logsumexp(dim=1).sum(), inputs)
 
 
 def run_in_batches(items: Sequence[T], size: int, run: Callable[[list[T]], None], *, what: str,
@@ -128,19 +132,20 @@ def run_in_batches(items: Sequence[T], size: int, run: Callable[[list[T]], None]
         batch = list(items[start : start + size])
         try:
             run(batch)
+            start += len(batch)
+            continue
         except Exception as error:  # noqa: BLE001 - only out-of-memory is handled
             if not is_out_of_memory(error):
                 raise
-            release_memory(device)
-            if not halve:
-                raise OutOfMemory(f"{what}: out of memory at batch size {size}; its loss is a mean over the "
-                                  "batch, so a smaller batch would change its numbers: rerun with a smaller "
-                                  "--batch-size (finished records are kept)") from None
-            if len(batch) == 1:
-                raise OutOfMemory(f"{what}: out of memory with a single example; free device memory or use a "
-                                  "smaller model or --precision bf16 (finished records are kept)") from None
-            size = max(1, len(batch) // 2)
-            logger.warning("%s: out of memory at batch size %d; retrying that batch at %d", what, len(batch), size)
-            continue
-        start += len(batch)
+        # Out of the except block: the error's traceback (holding the batch's tensors) is gone.
+        release_memory(device)
+        if not halve:
+            raise OutOfMemory(f"{what}: out of memory at batch size {size}; its loss is a mean over the "
+                              "batch, so a smaller batch would change its numbers: rerun with a smaller "
+                              "--batch-size (finished records are kept)")
+        if len(batch) == 1:
+            raise OutOfMemory(f"{what}: out of memory with a single example; free device memory or use a "
+                              "smaller model or --precision bf16 (finished records are kept)")
+        size = max(1, len(batch) // 2)
+        logger.warning("%s: out of memory at batch size %d; retrying that batch at %d", what, len(batch), size)
     return size
