@@ -1,0 +1,344 @@
+"""``auto`` on models it was not tuned on, against the official AutoAttack code (issue 35, item 3).
+
+``auto`` (APGD-CE 100 steps, then APGD-T on 9 targets × 30 steps) was tuned on the three
+built-in digits models. This bench trains other small digits models here (plain torch, fixed
+seeds: PGD-AT with other seeds, another radius, another architecture), then on each one runs,
+on the same clean-correct test digits:
+
+- the official AutoAttack code (github.com/fra31/auto-attack, ``version='standard'``), read
+  from a checkout given by ``--autoattack-src`` or ``$AUTOATTACK_SRC`` (never vendored; the
+  peer is skipped with a message when absent). Each of its components' ``perturb`` is wrapped
+  to record which component broke which example;
+- the suite's ``auto`` (and, unless ``--quick``, the variant ``target_steps: 100``);
+- on what ``auto`` left unbroken, candidate last stages (APGD-T top-1 × 100 steps, APGD-T
+  9 × 100, an APGD-CE restart with another seed, APGD-DLR, and unless ``--quick`` FAB-T and
+  Square): which of ``auto``'s misses each finds and what it costs.
+
+Weights are cached as safetensors under ``--cache`` (default /tmp/advsuite-held-out), not in
+the repository. Robust accuracy is over all n test digits; "missed" counts examples official
+AutoAttack breaks and the row's attack does not, "extra" the reverse (indices are positions in
+the test subset). Times are wall seconds on this machine; the ratios are the result.
+
+    python bench/held_out.py --autoattack-src /tmp/autoattack-src --n 300 --json /tmp/held_out.json
+    python bench/held_out.py --quick                         # 60 digits, two models, no FAB/Square
+    python bench/held_out.py --table /tmp/a.json /tmp/b.json  # print the table of earlier runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from suite.attacks import build_attack
+from suite.data.builtin import digits
+from suite.data.config import DatasetConfig
+from suite.data.load import load_eval_set
+from suite.evaluation.scoring import score_outputs
+from suite.models.wrap import from_module
+
+#: name → (architecture, training L∞ radius, training seed). None of them is a built-in.
+MODELS = {
+    "cnn-at0.1-s1": ("test_resnet", 0.1, 1),
+    "cnn-at0.1-s2": ("test_resnet", 0.1, 2),
+    "cnn-at0.05-s1": ("test_resnet", 0.05, 1),
+    "mlp-at0.1-s1": ("mlp", 0.1, 1),
+}
+MEAN, STD = 0.3, 0.4
+
+
+class Normalized(nn.Module):
+    """Takes [0, 1] pixels (as AutoAttack and the suite's wrapper expect), normalises inside."""
+
+    def __init__(self, body: nn.Module) -> None:
+        super().__init__()
+        self.body = body
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body((x - MEAN) / STD)
+
+
+def _architecture(arch: str) -> nn.Module:
+    if arch == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(32 * 32, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                             nn.Linear(256, 10))
+    import timm
+
+    return timm.create_model(arch, num_classes=10, in_chans=1)
+
+
+def _pgd(model: nn.Module, x: torch.Tensor, y: torch.Tensor, eps: float, steps: int, generator) -> torch.Tensor:
+    alpha = eps / 4
+    delta = (torch.rand(x.shape, generator=generator) * 2 - 1) * eps
+    for _ in range(steps):
+        delta.requires_grad_(True)
+        loss = nn.functional.cross_entropy(model((x + delta).clamp(0, 1)), y)
+        (grad,) = torch.autograd.grad(loss, delta)
+        delta = (delta.detach() + alpha * grad.sign()).clamp(-eps, eps)
+    return (x + delta).clamp(0, 1).detach()
+
+
+def train_model(name: str, cache: Path) -> tuple[nn.Module, dict]:
+    """PGD-AT as for ``builtin:digits-cnn-at`` (10-step PGD, α = ε/4; 6 epochs of SGD lr 0.05,
+    momentum 0.9, weight decay 5e-4, batch 32, lr × 0.1 after epoch 3 and × 0.01 after 4), in
+    plain torch with the model's own seed; cached as safetensors."""
+    from safetensors.torch import load_file, save_file
+
+    arch, eps, seed = MODELS[name]
+    torch.manual_seed(seed)
+    model = Normalized(_architecture(arch))
+    path = cache / f"{name}.safetensors"
+    info = {"model": name, "architecture": arch, "train_eps": eps, "seed": seed}
+    if path.exists():
+        model.load_state_dict(load_file(str(path)))
+        info["train_seconds"] = json.loads(path.with_suffix(".json").read_text())["train_seconds"]
+    else:
+        train = digits("train")
+        images, labels = torch.stack(train.inputs), torch.tensor(train.labels)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+        generator = torch.Generator().manual_seed(seed)
+        start = time.perf_counter()
+        for epoch in range(6):
+            for group in optimizer.param_groups:
+                group["lr"] = 0.05 * (1 if epoch < 3 else 0.1 if epoch < 4 else 0.01)
+            order = torch.randperm(len(labels), generator=generator)
+            for begin in range(0, len(order), 32):
+                rows = order[begin : begin + 32]
+                model.eval()
+                adversarial = _pgd(model, images[rows], labels[rows], eps, 10, generator)
+                model.train()
+                loss = nn.functional.cross_entropy(model(adversarial), labels[rows])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        info["train_seconds"] = time.perf_counter() - start
+        cache.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(path))
+        path.with_suffix(".json").write_text(json.dumps(info))
+    model.eval()
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model, info
+
+
+def _broken(served, examples, outputs) -> list[bool]:
+    return [score["robust"] < 1.0 for score in score_outputs(served, examples, outputs)]
+
+
+def run_suite(served, examples, name: str, params: dict, seed: int, batch_size: int) -> tuple[list[bool], float]:
+    attack = build_attack(name, params)
+    start = time.perf_counter()
+    outputs = []
+    for begin in range(0, len(examples), batch_size):
+        outputs += attack.run(served, examples[begin : begin + batch_size], seed)
+    return _broken(served, examples, outputs), time.perf_counter() - start
+
+
+def run_official(module: nn.Module, x: torch.Tensor, y: torch.Tensor, norm: str, eps: float, seed: int,
+                 batch_size: int):
+    """Official AutoAttack standard; returns broken flags, seconds, the component that broke each
+    example (or None) and the class each adversarial input reached."""
+    from autoattack import AutoAttack
+
+    adversary = AutoAttack(module, norm={"linf": "Linf", "l2": "L2"}[norm], eps=eps, version="standard", seed=seed,
+                           verbose=False, device="cpu")
+    index = {row.numpy().tobytes(): i for i, row in enumerate(x)}
+    broke_by: list[str | None] = [None] * len(x)
+
+    def wrap(owner, label):
+        perturb = owner.perturb
+
+        def recorded(xs, ys, *args, **kwargs):
+            adversarial = perturb(xs, ys, *args, **kwargs)
+            with torch.no_grad():
+                broken = module(adversarial).argmax(1) != ys
+            for row, hit in zip(xs, broken.tolist()):
+                i = index[row.numpy().tobytes()]
+                if hit and broke_by[i] is None:
+                    broke_by[i] = label
+            return adversarial
+
+        owner.perturb = recorded
+
+    wrap(adversary.apgd, "apgd-ce")
+    wrap(adversary.apgd_targeted, "apgd-t")
+    wrap(adversary.fab, "fab-t")
+    wrap(adversary.square, "square")
+    start = time.perf_counter()
+    adversarial, reached = adversary.run_standard_evaluation(x, y, bs=batch_size, return_labels=True)
+    seconds = time.perf_counter() - start
+    broken = (reached != y).tolist()
+    return broken, seconds, broke_by, reached.tolist()
+
+
+def _autoattack_path(flag: str | None) -> str | None:
+    path = flag or os.environ.get("AUTOATTACK_SRC")
+    if path and (Path(path) / "autoattack" / "autoattack.py").exists():
+        return path
+    return None
+
+
+def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, seed: int, batch_size: int,
+                  quick: bool, official: bool, slow_stages: bool = True) -> dict:
+    served = from_module(module, input_size=(1, 32, 32), labels=[str(d) for d in range(10)], name=model_name,
+                         device="cpu")
+    eval_set = load_eval_set(DatasetConfig(spec="builtin:digits", n=n), served, seed)
+    everything = eval_set.examples
+    x_all = torch.stack([ex.input for ex in everything])
+    y_all = torch.tensor([ex.label for ex in everything])
+    with torch.no_grad():
+        clean = (module(x_all).argmax(1) == y_all)
+    positions = clean.nonzero().squeeze(1).tolist()
+    correct = [everything[i] for i in positions]
+    x, y = x_all[positions], y_all[positions]
+    case = {"model": model_name, "norm": norm, "eps": eps, "n": len(everything), "clean_accuracy": len(correct) / n,
+            "attacks": {}}
+    common = {"norm": norm, "eps": eps}
+
+    def record(name, broken, seconds, **extra):
+        case["attacks"][name] = {"robust_accuracy": (len(correct) - sum(broken)) / len(everything),
+                                 "broken": [positions[i] for i, b in enumerate(broken) if b], "seconds": seconds,
+                                 **extra}
+        print(f"  {model_name} {norm} {eps} {name}: robust {case['attacks'][name]['robust_accuracy']:.4f} "
+              f"in {seconds:.1f}s", flush=True)
+
+    if official:
+        broken, seconds, broke_by, reached = run_official(module, x, y, norm, eps, seed, batch_size)
+        record("autoattack (official)", broken, seconds,
+               broke_by={positions[i]: c for i, c in enumerate(broke_by) if broken[i]},
+               reached={positions[i]: r for i, r in enumerate(reached) if broken[i]})
+    variants = {"auto": {}}
+    if not quick:
+        variants["auto target_steps=100"] = {"target_steps": 100}
+    for label, params in variants.items():
+        broken, seconds = run_suite(served, correct, "auto", {**common, **params}, seed, batch_size)
+        record(label, broken, seconds)
+
+    # Candidate last stages, on what auto left unbroken.
+    auto_broken = set(case["attacks"]["auto"]["broken"])
+    residual = [i for i in positions if i not in auto_broken]
+    residual_examples = [everything[i] for i in residual]
+    stages = {
+        "apgd_t top-1 x 100": ("apgd_t", {"targets": 1, "steps": 100}, seed),
+        "apgd_t 9 x 100": ("apgd_t", {"targets": 9, "steps": 100}, seed),
+        "apgd_ce restart (seed+1)": ("apgd_ce", {"steps": 100}, seed + 1),
+        "apgd_dlr 100": ("apgd_dlr", {"steps": 100}, seed),
+    }
+    if slow_stages and not quick:
+        stages["fab_t"] = ("fab_t", {}, seed)
+        stages["square 5000"] = ("square", {}, seed)
+    case["last_stages"] = {}
+    for label, (name, params, stage_seed) in stages.items():
+        if not residual_examples:
+            break
+        broken, seconds = run_suite(served, residual_examples, name, {**common, **params}, stage_seed, batch_size)
+        found = [residual[i] for i, b in enumerate(broken) if b]
+        case["last_stages"][label] = {"found": found, "seconds": seconds, "on": len(residual)}
+        print(f"  {model_name} last stage {label}: breaks {found} of {len(residual)} left, {seconds:.1f}s", flush=True)
+
+    if official:
+        reference = set(case["attacks"]["autoattack (official)"]["broken"])
+        for row in case["attacks"].values():
+            mine = set(row["broken"])
+            row["missed"] = sorted(reference - mine)
+            row["extra"] = sorted(mine - reference)
+        # For each example auto misses: the rank (by clean logit) of the class AutoAttack reached.
+        with torch.no_grad():
+            logits = module(x_all)
+        ranks = {}
+        for i in case["attacks"]["auto"]["missed"]:
+            order = logits[i].argsort(descending=True).tolist()
+            order.remove(int(y_all[i]))
+            ranks[i] = order.index(case["attacks"]["autoattack (official)"]["reached"][i]) + 1
+        case["auto_missed_target_rank"] = ranks
+    return case
+
+
+def table(cases: list[dict]) -> str:
+    lines = ["| model | threat | clean % | attack | robust % | missed | extra | seconds | time AA / this |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for case in cases:
+        reference = case["attacks"].get("autoattack (official)")
+        threat = f"{'L∞' if case['norm'] == 'linf' else 'L2'} {case['eps']:g}"
+        first = True
+        for name, row in case["attacks"].items():
+            ratio = f"{reference['seconds'] / row['seconds']:.1f}" if reference else "–"
+            missed = ", ".join(map(str, row["missed"])) if "missed" in row else "–"
+            extra = ", ".join(map(str, row["extra"])) if "extra" in row else "–"
+            if name.startswith("autoattack"):
+                missed = extra = "–"
+            lines.append(f"| {case['model'] if first else ''} | {threat if first else ''} | "
+                         f"{100 * case['clean_accuracy']:.1f} | {name} | {100 * row['robust_accuracy']:.2f} | "
+                         f"{missed or 0} | {extra or 0} | {row['seconds']:.1f} | {ratio} |")
+            first = False
+    lines.append("")
+    lines.append("| model | threat | auto missed (AA component, target rank) | last stage on auto's residual: breaks (seconds) |")
+    lines.append("|---|---|---|---|")
+    for case in cases:
+        threat = f"{'L∞' if case['norm'] == 'linf' else 'L2'} {case['eps']:g}"
+        reference = case["attacks"].get("autoattack (official)")
+        missed = case["attacks"]["auto"].get("missed", [])
+        described = ", ".join(f"{i} ({reference['broke_by'].get(i, reference['broke_by'].get(str(i)))}, "
+                              f"{case['auto_missed_target_rank'].get(i, case['auto_missed_target_rank'].get(str(i)))})"
+                              for i in missed) if reference else "–"
+        stages = "; ".join(f"{label}: {stage['found'] or 'none'} ({stage['seconds']:.1f} s on {stage['on']})"
+                           for label, stage in case.get("last_stages", {}).items())
+        lines.append(f"| {case['model']} | {threat} | {described or 'none'} | {stages} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=300, help="test digits per model (default 300)")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--l2", default="cnn-at0.1-s1", help="also run L2 1.0 on these models (comma-separated; '' for none)")
+    parser.add_argument("--autoattack-src", help="a checkout of github.com/fra31/auto-attack (or $AUTOATTACK_SRC)")
+    parser.add_argument("--cache", default="/tmp/advsuite-held-out", help="where trained weights are cached")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-size", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
+    parser.add_argument("--quick", action="store_true", help="60 digits, two models, no L2, no FAB-T/Square, no variant")
+    parser.add_argument("--no-slow-stages", action="store_true",
+                        help="skip the FAB-T and Square last stages (each costs about what AutoAttack's own does)")
+    parser.add_argument("--json", help="write the numbers here")
+    parser.add_argument("--table", nargs="+", help="only print the table of these earlier --json files")
+    args = parser.parse_args()
+    if args.table:
+        cases = [case for path in args.table for case in json.loads(Path(path).read_text())["cases"]]
+        print(table(cases))
+        return
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    models = args.models.split(",")
+    l2 = [m for m in args.l2.split(",") if m]
+    if args.quick:
+        args.n, models, l2 = 60, models[:2], []
+    source = _autoattack_path(args.autoattack_src)
+    if source is None:
+        print("official AutoAttack not found (give --autoattack-src or $AUTOATTACK_SRC, a checkout of "
+              "github.com/fra31/auto-attack): skipping that peer; no missed/extra columns")
+    else:
+        sys.path.insert(0, source)
+    report = {"n": args.n, "seed": args.seed, "threads": torch.get_num_threads(), "models": [], "cases": []}
+    for name in models:
+        module, info = train_model(name, Path(args.cache))
+        print(f"{name}: trained in {info['train_seconds']:.0f}s", flush=True)
+        report["models"].append(info)
+        threats = [("linf", MODELS[name][1])] + ([("l2", 1.0)] if name in l2 else [])
+        for norm, eps in threats:
+            report["cases"].append(evaluate_case(name, module, norm, eps, args.n, args.seed, args.batch_size,
+                                                 args.quick, source is not None, not args.no_slow_stages))
+            if args.json:
+                Path(args.json).write_text(json.dumps(report, indent=2))
+    print()
+    print(table(report["cases"]))
+
+
+if __name__ == "__main__":
+    main()
