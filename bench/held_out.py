@@ -1,4 +1,4 @@
-"""``auto`` on models it was not tuned on, against the official AutoAttack code (issue 35, item 3).
+"""``auto`` on models it was not tuned on, against the official AutoAttack code.
 
 ``auto`` (APGD-CE 100 steps, then APGD-T on 9 targets × 30 steps) was tuned on the three
 built-in digits models. This bench trains other small digits models here (plain torch, fixed
