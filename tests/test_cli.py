@@ -86,8 +86,11 @@ def _metrics(results: dict) -> dict:
 def _stop_midway(args: list[str], out: Path, stop: int) -> tuple[subprocess.Popen, bytes, int]:
     """Start ``advsuite`` on ``out`` and send it ``stop`` once three attack records are written;
     the process, its stderr, and how many attack records were on disk when the signal was sent."""
+    # The child gets the Ctrl-C a terminal gives: SIGINT at its default. (A child inherits an
+    # ignored SIGINT, and something earlier in a full test session leaves this process's ignored.)
     process = subprocess.Popen([sys.executable, "-m", "suite", *args, "--output", str(out)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     records = out / "records.jsonl"
     deadline, seen = time.time() + 240, 0
     while time.time() < deadline and process.poll() is None:
