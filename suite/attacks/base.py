@@ -139,9 +139,9 @@ class Attack(BaseModel):
     def rows_per_example(self, num_classes: int) -> int | None:
         """Model rows one example takes in the attack's widest forward+backward pass (a
         targeted search over K targets at once: K), what ``--batch-size auto`` probes for
-        (:mod:`suite.evaluation.batching`); ``None``: the attack takes no gradient through the
-        model (text, score-based), and nothing is probed."""
-        return None
+        (:mod:`suite.evaluation.batching`): one for an image attack unless it says otherwise;
+        ``None`` (text: candidates are batched inside the model wrapper): nothing is probed."""
+        return 1 if self.modality == "image" else None
 
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         """The attack's budget as recorded in results (steps, restarts, query limits).

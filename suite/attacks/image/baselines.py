@@ -98,9 +98,6 @@ class TorchattacksAttack(Attack):
     def threat(self) -> Threat:
         return Threat(norm=self.norm, eps=self.eps)
 
-    def rows_per_example(self, num_classes: int) -> int | None:
-        return 1  # torchattacks searches one row per example (its targeted attacks, one target at a time)
-
     def check_resources(self) -> None:
         """Refuse, before anything runs, when torchattacks is not installed (found without importing it)."""
         if importlib.util.find_spec("torchattacks") is None:

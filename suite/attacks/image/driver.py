@@ -152,9 +152,6 @@ class GradientAttack(Attack):
                              f"(this one is {self.threat_norm.name})")
         return self
 
-    def rows_per_example(self, num_classes: int) -> int | None:
-        return 1
-
     @property
     def threat_norm(self) -> type:
         """The norm of the threat model (:mod:`.norms`)."""
