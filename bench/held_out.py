@@ -185,7 +185,7 @@ def _autoattack_path(flag: str | None) -> str | None:
 
 
 def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, seed: int, batch_size: int,
-                  quick: bool, official: bool, slow_stages: bool = True) -> dict:
+                  quick: bool, official: bool, slow_stages: bool = True, variant: bool = True) -> dict:
     served = from_module(module, input_size=(1, 32, 32), labels=[str(d) for d in range(10)], name=model_name,
                          device="cpu")
     eval_set = load_eval_set(DatasetConfig(spec="builtin:digits", n=n), served, seed)
@@ -214,7 +214,7 @@ def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: 
                broke_by={positions[i]: c for i, c in enumerate(broke_by) if broken[i]},
                reached={positions[i]: r for i, r in enumerate(reached) if broken[i]})
     variants = {"auto": {}}
-    if not quick:
+    if variant and not quick:
         variants["auto target_steps=100"] = {"target_steps": 100}
     for label, params in variants.items():
         broken, seconds = run_suite(served, correct, "auto", {**common, **params}, seed, batch_size)
@@ -306,6 +306,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="60 digits, two models, no L2, no FAB-T/Square, no variant")
     parser.add_argument("--no-slow-stages", action="store_true",
                         help="skip the FAB-T and Square last stages (each costs about what AutoAttack's own does)")
+    parser.add_argument("--no-variant", action="store_true", help="skip the variant target_steps: 100 of auto")
     parser.add_argument("--json", help="write the numbers here")
     parser.add_argument("--table", nargs="+", help="only print the table of these earlier --json files")
     args = parser.parse_args()
@@ -333,7 +334,8 @@ def main() -> None:
         threats = [("linf", MODELS[name][1])] + ([("l2", 1.0)] if name in l2 else [])
         for norm, eps in threats:
             report["cases"].append(evaluate_case(name, module, norm, eps, args.n, args.seed, args.batch_size,
-                                                 args.quick, source is not None, not args.no_slow_stages))
+                                                 args.quick, source is not None, not args.no_slow_stages,
+                                                 not args.no_variant))
             if args.json:
                 Path(args.json).write_text(json.dumps(report, indent=2))
     print()

@@ -25,6 +25,16 @@ transfer from base (Table 4), and base over 12 temperatures (Fig. 1). The illusi
 as mean ± std over the seeds:
 
     python bench/text_attacks.py --protocol --seeds 0 --n 200 --output /tmp/ior-rt
+
+With ``--speed``, throughput instead: a 2-layer word-level BERT (hidden 256) trained on the
+train split; for each ``--ns`` and recipe, the first n test sentences it classifies correctly
+are attacked by ``suite.evaluate`` and by a plain TextAttack loop (``HuggingFaceModelWrapper``,
+``Attack.attack`` per example, seeded per example as the suite seeds it), each in a fresh
+process. It reports the end-to-end ratio (process start to exit, imports, loading, scoring and
+writing included), the attack-loop ratio, the examples with the same perturbed text and outcome,
+and the model's forward passes and rows on each side:
+
+    python bench/text_attacks.py --speed --ns 60 240 960 --workdir /tmp/text-speed --json /tmp/text-speed.json
 """
 
 from __future__ import annotations
@@ -140,6 +150,117 @@ def versus_textattack(model_dir: Path, data: Path, n: int, recipe: str) -> dict:
     }
 
 
+# ----------------------------------------------------------------------------- --speed
+# The suite and a plain TextAttack loop, each in a fresh process, on the same model and examples.
+
+SPEED_RECIPES = ("deepwordbug", "pwws")
+
+
+def speed(args: argparse.Namespace, workdir: Path) -> dict:
+    """End-to-end and attack-loop throughput of the suite against plain TextAttack, at each n."""
+    import torch
+
+    from suite.models import load_model
+
+    model_dir = workdir / "bert-2layer"
+    train_seconds = None
+    if not (model_dir / "config.json").exists():
+        from suite.models.builtin import train_word_bert
+
+        texts, labels = _read(args.data / "train.csv")
+        start = time.perf_counter()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            train_word_bert(model_dir, texts, labels, ["negative", "positive"], epochs=args.epochs, hidden_size=256,
+                            lr=args.lr, layers=2)
+        train_seconds = time.perf_counter() - start
+    model = load_model(f"hf:{model_dir}")
+    texts, labels = _read(args.data / "test.csv")
+    predictions = model.predict(texts).tolist()
+    accuracy = sum(p == y for p, y in zip(predictions, labels)) / len(labels)
+    correct = [i for i, (p, y) in enumerate(zip(predictions, labels)) if p == y]
+    report = {"model": "BERT, 2 layers, hidden 256, word-level vocabulary of the train split",
+              "test_accuracy": accuracy, "train_seconds": train_seconds, "threads": torch.get_num_threads(),
+              "rows": []}
+    print(f"model: test accuracy {accuracy:.1%}", flush=True)
+    for n in args.ns:
+        chosen = correct[:n]
+        examples = workdir / f"examples-{n}.json"
+        examples.write_text(json.dumps({"texts": [texts[i] for i in chosen], "labels": [labels[i] for i in chosen]}))
+        for recipe in args.recipes:
+            sides = {side: _speed_child(side, recipe, examples, model_dir, workdir) for side in ("plain", "suite")}
+            plain, ours = sides["plain"], sides["suite"]
+            same = sum(a == b for a, b in zip(plain["examples"], ours["examples"]))
+            row = {"recipe": recipe, "n": len(chosen), "identical_examples": same,
+                   "end_to_end_ratio": plain["wall"] / ours["wall"], "loop_ratio": plain["loop"] / ours["loop"],
+                   **{f"{side}_{key}": value[key] for side, value in sides.items()
+                      for key in ("wall", "loop", "passes", "rows", "successes")}}
+            report["rows"].append(row)
+            print(f"{recipe} n={row['n']}: end to end x{row['end_to_end_ratio']:.2f} ({plain['wall']:.1f} s -> "
+                  f"{ours['wall']:.1f} s), loop x{row['loop_ratio']:.2f} ({plain['loop']:.1f} s -> {ours['loop']:.1f} s), "
+                  f"identical {same}/{row['n']}, passes {plain['passes']} -> {ours['passes']}, rows {plain['rows']} -> "
+                  f"{ours['rows']}", flush=True)
+    return report
+
+
+def _speed_child(side: str, recipe: str, examples: Path, model_dir: Path, workdir: Path) -> dict:
+    import subprocess
+
+    out = workdir / f"{side}-{recipe}-{examples.stem}.json"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, __file__, "--speed-child", side, "--recipe", recipe, "--examples", str(examples),
+                    "--model", str(model_dir), "--out", str(out)], check=True)
+    wall = time.perf_counter() - start
+    return {**json.loads(out.read_text()), "wall": wall}
+
+
+def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, out: Path) -> None:
+    """One side, in this fresh process: what it found per example, its loop time, passes and rows."""
+    data = json.loads(examples_file.read_text())
+    counts = {"passes": 0, "rows": 0}
+
+    def count(module, inputs, kwargs, output):
+        counts["passes"] += 1
+        counts["rows"] += int((kwargs.get("input_ids") if kwargs.get("input_ids") is not None
+                               else kwargs["inputs_embeds"]).shape[0])
+
+    if side == "plain":
+        from suite.attacks.text.offline import import_textattack  # only the offline NLTK set-up
+        from suite.seeding import example_seed
+
+        textattack = import_textattack()
+        from textattack import attack_recipes
+        from textattack.attack_results import SuccessfulAttackResult
+        from textattack.models.wrappers import HuggingFaceModelWrapper
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        module = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+        module.register_forward_hook(count, with_kwargs=True)
+        builders = {"pwws": attack_recipes.PWWSRen2019, "deepwordbug": attack_recipes.DeepWordBugGao2018}
+        attack = builders[recipe].build(HuggingFaceModelWrapper(module, AutoTokenizer.from_pretrained(model_dir)))
+        found = []
+        start = time.perf_counter()
+        for i, (text, label) in enumerate(zip(data["texts"], data["labels"])):
+            # Seeded per example as the suite seeds it (run seed 0, ids = row positions).
+            textattack.shared.utils.set_seed(example_seed(0, recipe, str(i)) % 2**32)
+            result = attack.attack(text, label)
+            found.append([result.perturbed_result.attacked_text.text, isinstance(result, SuccessfulAttackResult)])
+        loop = time.perf_counter() - start
+    else:
+        import suite
+        from suite.models import load_model
+
+        model = load_model(f"hf:{model_dir}")
+        model.module.register_forward_hook(count, with_kwargs=True)
+        run_dir = out.with_suffix("")
+        results = suite.evaluate(model, (data["texts"], data["labels"]), attacks=[recipe], output=run_dir)
+        records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+        by_id = {r["id"]: r for r in records if r["kind"] == "attack"}
+        found = [[by_id[str(i)]["adversarial"], by_id[str(i)]["robust"] < 1] for i in range(len(data["texts"]))]
+        loop = results.attacks[recipe].seconds
+    out.write_text(json.dumps({"examples": found, "loop": loop, "successes": sum(b for _, b in found), **counts}))
+
+
 #: The protocol's methods: built-in name → (training method, its knobs); radii scaled like
 #: the built-ins (suite/train/builtin_text.py): this model's word embeddings have norm ≈ 0.2.
 def _methods(scale: float) -> dict[str, tuple[str, dict]]:
@@ -242,9 +363,28 @@ def main() -> int:
     parser.add_argument("--methods", nargs="+", default=["base", "ddi-at", "pgd", "freelb", "ascc", "aug"],
                         help="--protocol: which models to train and attack (base is always needed)")
     parser.add_argument("--train-n", type=int, help="--protocol: train on a seeded subsample of this many sentences")
+    parser.add_argument("--speed", action="store_true",
+                        help="the suite vs a plain TextAttack loop, each in a fresh process, at each --ns")
+    parser.add_argument("--ns", type=int, nargs="+", default=[60, 240, 960], help="--speed: examples per comparison")
+    parser.add_argument("--recipes", nargs="+", default=list(SPEED_RECIPES), help="--speed: recipes")
+    parser.add_argument("--speed-child", choices=["plain", "suite"], help=argparse.SUPPRESS)
+    parser.add_argument("--recipe", help=argparse.SUPPRESS)
+    parser.add_argument("--examples", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.speed_child:
+        speed_child(args.speed_child, args.recipe, args.examples, args.model, args.out)
+        return 0
     if not (args.data / "train.csv").exists():
         print(f"skipped: Rotten Tomatoes not found at {args.data} (see docs/attacks/measured.md or --data)")
+        return 0
+    if args.speed:
+        workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-text-speed-"))
+        workdir.mkdir(parents=True, exist_ok=True)
+        report = speed(args, workdir)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2) + "\n")
         return 0
     if args.protocol:
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-ior-"))

@@ -15,7 +15,11 @@ def test_import_textattack_offline_in_a_fresh_process(tmp_path):
         "from suite.attacks.text.offline import import_textattack\n"
         "ta = import_textattack()\n"
         "import nltk\n"
-        "assert 'not' in nltk.corpus.stopwords.words('english')\n"
+        "words = nltk.corpus.stopwords.words('english')\n"
+        # NLTK's own English list: 198 words, its contractions in, no word of another list
+        "assert len(words) == len(set(words)) == 198, len(words)\n"
+        "assert {'not', \"i'm\", \"they're\", \"should've\"} <= set(words)\n"
+        "assert not {'would', 'could', 'also', 'us'} & set(words)\n"
         "assert nltk.download('wordnet') is False\n"  # not cached: answered at once, no network
         "from textattack.attack_recipes import DeepWordBugGao2018\n"
         "print('seconds', time.time() - t)\n"

@@ -63,3 +63,24 @@ print("ok")
 def test_a_deferred_torch_loads_in_place_on_first_use():
     done = subprocess.run([sys.executable, "-c", DEFERRED], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr[-2000:]
+
+
+IMAGE_EVALUATION = """
+import sys
+import suite
+results = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=["fgm_linf"], n=4)
+assert results.attacks["fgm_linf"].n_attacked > 0
+text_stack = [name for name in ("textattack", "flair", "nltk") if name in sys.modules]
+assert not text_stack, f"an image evaluation imported {text_stack}"
+print("ok")
+"""
+
+
+def test_an_image_evaluation_never_imports_the_text_attack_stack():
+    # The built-in is trained once per session in the shared cache (ADVSUITE_CACHE, set by conftest).
+    from suite.models import load_model
+
+    load_model("builtin:digits-cnn")
+    done = subprocess.run([sys.executable, "-c", IMAGE_EVALUATION], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.endswith("ok\n"), done.stderr[-2000:]

@@ -49,10 +49,13 @@ class AttackOutput:
         adversarial: The adversarial input (a C×H×W tensor in [0, 1], or a string).
         perturbation: Size of the change: the threat model's norm for images, the fraction of
             words changed for text.
-        queries: Model queries spent (forward or forward+backward passes).
+        queries: Model queries spent (forward or forward+backward passes); for a TextAttack
+            recipe, what its query budget counts (texts its cache answered included).
         seconds: Wall time spent on this example (its share of a batched run).
         extras: Anything else the attack wants recorded (JSON-serialisable), such as the
             distance a distributional attack needed.
+        forward_rows: Text attacks: the rows the search sent to the model (texts scored, one
+            per gradient), when it differs in kind from ``queries``; ``None`` otherwise.
     """
 
     adversarial: Any
@@ -60,6 +63,7 @@ class AttackOutput:
     queries: int
     seconds: float
     extras: dict[str, Any] = field(default_factory=dict)
+    forward_rows: int | None = None
 
 
 #: Largest integer hyperparameter an attack accepts.

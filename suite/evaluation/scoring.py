@@ -147,6 +147,8 @@ def attack_record(key: str, model: Classifier, example: Example, output: AttackO
         "queries": int(output.queries),
         "seconds": float(output.seconds),
     }
+    if output.forward_rows is not None:
+        record["forward_rows"] = int(output.forward_rows)
     if temperature is not None and temperature != 1.0:
         record["temperature"] = temperature
     if isinstance(output.adversarial, str):

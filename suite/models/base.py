@@ -126,6 +126,17 @@ class Classifier(ABC):
         logits = self.logits(batch)
         return logits, self.correctness(batch, labels, logits=logits)
 
+    def text_rows(self, texts: Sequence[str]) -> torch.Tensor | None:
+        """Text models: logits of texts gathered from several searches (N×C, float32, CPU, no grad),
+        or ``None`` when the model cannot pool unrelated texts (then each search's texts are sent
+        to :meth:`logits` on their own, as one search alone would send them). Cooperative text
+        searches pool their candidates through it (:mod:`suite.attacks.text.cooperative`).
+
+        On the CPU each row's value must not depend on which texts share its pass, so that a
+        search's result does not depend on the other searches of its block (hence on the batch
+        size or process count). ``None`` by default."""
+        return None
+
     def embedding_logits(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Text models: token ids, the input embeddings as a leaf that requires grad, and the
         logits computed from them (under ``torch.enable_grad``). Gradient-ranked text attacks

@@ -269,9 +269,11 @@ def _train_sentiment(directory: Path) -> None:
 
 
 def train_word_bert(directory: Path, texts: list[str], labels: list[int], label_names: list[str], epochs: int,
-                    hidden_size: int = 64, max_length: int = 64, lr: float = 2e-3, seed: int = TRAIN_SEED) -> None:
-    """Train a one-layer BERT with a word-level tokenizer (vocabulary of ``texts``) and save it
-    with ``save_pretrained`` (safetensors) into ``directory``. Also used by ``bench/``."""
+                    hidden_size: int = 64, max_length: int = 64, lr: float = 2e-3, seed: int = TRAIN_SEED,
+                    layers: int = 1) -> None:
+    """Train a BERT (one layer unless ``layers``) with a word-level tokenizer (vocabulary of
+    ``texts``) and save it with ``save_pretrained`` (safetensors) into ``directory``. Also used
+    by ``bench/``."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
@@ -290,7 +292,7 @@ def train_word_bert(directory: Path, texts: list[str], labels: list[int], label_
         sep_token="[SEP]", mask_token="[MASK]", model_max_length=max_length,
     )
     config = BertConfig(
-        vocab_size=len(vocab), hidden_size=hidden_size, num_hidden_layers=1, num_attention_heads=2,
+        vocab_size=len(vocab), hidden_size=hidden_size, num_hidden_layers=layers, num_attention_heads=2,
         intermediate_size=2 * hidden_size, max_position_embeddings=max_length, num_labels=len(label_names),
         id2label=dict(enumerate(label_names)), label2id={name: i for i, name in enumerate(label_names)},
     )

@@ -38,6 +38,14 @@ class LogitView(Classifier):
     def weights_hash(self) -> str:
         return self.base.weights_hash()
 
+    def _rescale(self, logits: torch.Tensor) -> torch.Tensor:
+        """This view's logits from the base model's (identity here)."""
+        return logits
+
+    def text_rows(self, texts: Sequence[str]) -> torch.Tensor | None:
+        rows = self.base.text_rows(texts)
+        return None if rows is None else self._rescale(rows)
+
     def __getattr__(self, name: str) -> Any:
         if name == "base":
             raise AttributeError(name)
@@ -61,6 +69,9 @@ class TemperatureScaled(LogitView):
         self.temperature = float(temperature)
         self.adversary = adversary
         self.info = replace(base.info, temperature=base.info.temperature * self.temperature)
+
+    def _rescale(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits / self.temperature
 
     def _forward(self, batch: Any) -> torch.Tensor:
         return self.base._forward(batch) / self.temperature
@@ -115,15 +126,15 @@ class AffineScaled(LogitView):
         self.scale = torch.tensor([float(v) for v in scale])
         self.bias = torch.tensor([float(v) for v in bias])
 
-    def _apply(self, logits: torch.Tensor) -> torch.Tensor:
+    def _rescale(self, logits: torch.Tensor) -> torch.Tensor:
         return logits * self.scale.to(logits.device, logits.dtype) + self.bias.to(logits.device, logits.dtype)
 
     def _forward(self, batch: Any) -> torch.Tensor:
-        return self._apply(self.base._forward(batch))
+        return self._rescale(self.base._forward(batch))
 
     def embedding_logits(self, texts: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         ids, embeddings, logits = self.base.embedding_logits(texts)
-        return ids, embeddings, self._apply(logits)
+        return ids, embeddings, self._rescale(logits)
 
 
 
@@ -136,9 +147,10 @@ class Memoised(LogitView):
     (:class:`TemperatureScaled`, :class:`AffineScaled`) rescale these logits, so wrapping the
     served model once lets every view share one forward pass per distinct text.
 
-    A remembered row was computed in whatever batch first held its text. A text model's logits
-    depend on the batch's padding only at float32 rounding (≈ 5e-7 measured on the built-in
-    sentiment model), as they already do across TextAttack's own batches. The memo keeps the
+    Missing rows are computed by the base model's :meth:`~Classifier.text_rows` where it has
+    them (on the CPU a row's value is then its text's alone); otherwise a remembered row was
+    computed in whatever batch first held its text, which changes it only at float32 rounding
+    (≈ 5e-7 measured on the built-in sentiment model). The memo keeps the
     ``capacity`` most recently used texts. Image batches, and calls that keep the autograd graph,
     go straight to the base model; randomized models must not be wrapped (each query is a draw).
     """
@@ -152,10 +164,21 @@ class Memoised(LogitView):
     def _forward(self, batch: Any) -> torch.Tensor:
         if torch.is_grad_enabled() or not isinstance(batch, list) or not all(isinstance(t, str) for t in batch):
             return self.base._forward(batch)
+        return self._remembered(batch).to(self.base.device)
+
+    def text_rows(self, texts: Sequence[str]) -> torch.Tensor | None:
+        return self._remembered(list(texts))
+
+    def _remembered(self, batch: list[str]) -> torch.Tensor:
+        # Missing rows come from the base model's pooled rows where it has them: each row's value
+        # then depends on its text alone, not on what it was first computed with.
         memo = self._memo
         missing = list(dict.fromkeys(text for text in batch if text not in memo))
         if missing:
-            for text, row in zip(missing, self.base._forward(missing).float().cpu()):
+            rows = self.base.text_rows(missing)
+            if rows is None:
+                rows = self.base._forward(missing)
+            for text, row in zip(missing, rows.float().cpu()):
                 memo[text] = row
         self.hits += len(batch) - len(missing)
         for text in batch:
@@ -163,7 +186,7 @@ class Memoised(LogitView):
         rows = torch.stack([memo[text] for text in batch]) if batch else torch.empty(0, self.num_classes)
         while len(memo) > self.capacity:
             memo.popitem(last=False)
-        return rows.to(self.base.device)
+        return rows
 
     def embedding_logits(self, texts: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.base.embedding_logits(texts)  # gradients are never remembered

@@ -10,10 +10,12 @@ each deviation:
 - ``textbugger_minilm``: the same, and without homoglyph swaps (TextAttack 0.3.11's wheel
   lacks ``shared/intentional_homoglyphs.txt``).
 
-Each example is attacked with TextAttack's ``Attack.attack(text, label)``. TextAttack draws
-from Python's and NumPy's global RNGs and takes no generator, so each example runs inside
-:func:`suite.seeding.global_rng_seeded` with a seed derived from (run seed, attack, example id),
-and the global state is restored afterwards.
+Each example is attacked with TextAttack's ``Attack.attack(text, label)``, on a clone of the
+recipe's ``Attack`` of its own, and the searches of a batch run as cooperating searches whose
+candidates share forward passes (:mod:`suite.attacks.text.cooperative`): each finds what it
+would find alone. TextAttack draws from Python's and NumPy's global RNGs and takes no
+generator, so each search's global RNG state is seeded from (run seed, attack, example id) and
+kept as its own.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from typing import Any, ClassVar
 from pydantic import Field, PrivateAttr
 
 from suite.attacks.base import Access, Attack, AttackOutput, TextLevel, Threat, register_attack
+from suite.attacks.text.cooperative import Driver, Search, clone_attack
 from suite.attacks.text.offline import import_textattack
 from suite.attacks.text.resources import NLTK, Resource, require
 from suite.attacks.text.wrapper import make_wrapper
 from suite.data.base import Example
 from suite.models.base import Classifier
-from suite.seeding import example_seed, global_rng_seeded
+from suite.seeding import example_seed
 
 
 SENTENCE_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
@@ -53,14 +56,15 @@ class TextAttackRecipe(Attack):
 
     modality: ClassVar[str] = "text"
     access: ClassVar[Access] = "black-box"
+    # 2: ``queries`` is TextAttack's own count (what its budget limits); ``forward_rows`` is new.
+    version: ClassVar[int] = 2
     #: What an edit changes: whole words (``word``) or characters inside words (``character``).
     level: ClassVar[TextLevel] = "word"
     #: What the recipe needs on disk (checked before it is built).
     resources: ClassVar[tuple[Resource, ...]] = (STOPWORDS,)
     query_budget: int | None = Field(None, gt=0)
     model_batch_size: int = Field(32, gt=0)
-    # (wrapper, TextAttack Attack): built on first use, reused by every batch and model view
-    # (recipes such as PWWS load WordNet when built).
+    # The TextAttack Attack every search clones: built on first use, reused by every batch and model view.
     _built: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property
@@ -78,41 +82,49 @@ class TextAttackRecipe(Attack):
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         return {"query_budget": self.query_budget}
 
-    def _attack_for(self, model: Classifier) -> tuple[Any, Any]:
+    def _template(self, model: Classifier) -> Any:
+        """The recipe's TextAttack ``Attack``, built once (recipes such as PWWS load WordNet when
+        built); every search runs a clone of it (:func:`~suite.attacks.text.cooperative.clone_attack`)."""
         if not self._built:
             self.check_resources()
             import_textattack()
-            wrapper = make_wrapper(model, self.model_batch_size)
-            attack = self.build(wrapper)
-            if self.query_budget is not None:
-                attack.goal_function.query_budget = self.query_budget
-            self._built.update(wrapper=wrapper, attack=attack)
-        wrapper, attack = self._built["wrapper"], self._built["attack"]
-        wrapper.model = model
-        return wrapper, attack
+            self._built["attack"] = self.build(make_wrapper(model, self.model_batch_size))
+        return self._built["attack"]
 
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
-        wrapper, attack = self._attack_for(model)
-        outputs = []
+        template = self._template(model)
+        driver = Driver(model, concurrent=max(1, len(examples)), chunk=self.model_batch_size)
+        searches = []
         for example in examples:
-            start = time.perf_counter()
-            queries_before = wrapper.queries
-            with global_rng_seeded(example_seed(seed, self.name, example.id)):
-                result = attack.attack(example.input, example.label)
-            adversarial = result.perturbed_result.attacked_text
-            original = result.original_result.attacked_text
+            # One seed for Python, NumPy and torch, < 2**32 as TextAttack's own set_seed needs: a search
+            # is an Attacker's run on this example alone with random_seed = this seed.
+            search = Search(text=example.input, label=example.label,
+                            seed=example_seed(seed, self.name, example.id) % 2**32,
+                            attack=None, wrapper=None)
+            search.wrapper = make_wrapper(model, self.model_batch_size, channel=driver.channel(search))
+            search.attack = clone_attack(template, search.wrapper)
+            if self.query_budget is not None:
+                search.attack.goal_function.query_budget = self.query_budget
+            searches.append(search)
+        try:
+            driver.run(searches)
+        finally:
+            # Constraints (shared by the searches) may cache per text: bounded memory across batches.
+            template.clear_cache()
+        outputs = []
+        for search in searches:
+            adversarial = search.result.perturbed_result.attacked_text
+            original = search.result.original_result.attacked_text
             changed = len(original.all_words_diff(adversarial)) if adversarial.words else 0
-            outputs.append(
-                AttackOutput(
-                    adversarial=adversarial.text,
-                    perturbation=changed / max(1, len(original.words)),
-                    queries=wrapper.queries - queries_before,
-                    seconds=time.perf_counter() - start,
-                )
-            )
-            # TextAttack caches model outputs per text; clear it so no example's search depends
-            # on which examples came before it (or in its batch), or on another model view.
-            attack.clear_cache()
+            outputs.append(AttackOutput(
+                adversarial=adversarial.text,
+                perturbation=changed / max(1, len(original.words)),
+                # What TextAttack's query budget counts (its cache's answers too) ...
+                queries=search.attack.goal_function.num_queries,
+                seconds=search.seconds,
+                # ... and the rows this search sent to the model (texts scored, one per gradient).
+                forward_rows=search.wrapper.queries,
+            ))
         return outputs
 
 

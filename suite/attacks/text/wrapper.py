@@ -18,34 +18,46 @@ and the attack only see logits.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from suite.models.base import Classifier
 
 
-def make_wrapper(model: Classifier, batch_size: int = 32):
+def make_wrapper(model: Classifier, batch_size: int = 32,
+                 channel: Callable[[list[str]], torch.Tensor] | None = None):
     """A TextAttack ``ModelWrapper`` around ``model`` (TextAttack must be importable).
 
     Args:
         model: The view of the classifier the search runs on; :attr:`model` may be replaced
             between runs (the TextAttack objects built around the wrapper are reused).
         batch_size: Most texts per forward pass.
+        channel: Where score queries go instead of ``model`` (a cooperative search hands them
+            to the driver that pools the queries of a block's searches); gradients still come
+            from ``model``.
     """
     from textattack.models.wrappers import ModelWrapper
 
     class SuiteModelWrapper(ModelWrapper):
-        """TextAttack view of a suite classifier: list of strings → logits (N×C, CPU, float32)."""
+        """TextAttack view of a suite classifier: list of strings → logits (N×C, CPU, float32).
+
+        :attr:`queries` counts the rows sent to the model (texts scored, and one per gradient):
+        recorded as ``forward_rows``. TextAttack's own ``num_queries``, which also counts the
+        texts its cache answered, is what its query budget limits.
+        """
 
         def __init__(self) -> None:
             self.model = model
             self.batch_size = batch_size
+            self.channel = channel
             self.queries = 0
 
         def __call__(self, text_input_list: Sequence[str]) -> torch.Tensor:
             texts = list(text_input_list)
             self.queries += len(texts)
+            if self.channel is not None:
+                return self.channel(texts)
             chunks = [
                 self.model.logits(texts[start : start + self.batch_size]).cpu()
                 for start in range(0, len(texts), self.batch_size)

@@ -1,0 +1,221 @@
+"""Cooperative TextAttack searches: the searches of a block of examples share forward passes.
+
+TextAttack (like OpenAttack) searches one example at a time, and each step of a search scores
+a few dozen candidate texts: on a GPU one example's candidates leave the device mostly idle,
+and on a CPU small passes pay their overhead again and again. Here the searches of a block run
+together, each in its own thread, and take turns: a search runs until it asks the model for
+scores, then hands the turn on. Once every live search is waiting, the driver scores all their
+pending texts at once (the model's :meth:`~suite.models.base.Classifier.text_rows`: sorted by
+token length, in passes sized by rows on the CPU and by tokens on CUDA) and hands each search
+its rows.
+
+Everything per example stays per example, so each search is the search TextAttack runs on its
+example alone:
+
+- each search has its own TextAttack ``Attack`` (goal function, search method, caches); only
+  the transformation and the constraints, which hold no per-example state, are shared;
+- one thread runs at a time, and Python's, NumPy's and torch's global RNGs (which TextAttack
+  draws from) are seeded per example and saved and restored at every hand-off;
+- the query budget, early exit and result are the example's own goal function's;
+- a row's logits do not depend on the texts that share its pass (on the CPU; see
+  ``text_rows``). A model without ``text_rows`` gets each search's texts on their own, as one
+  search alone would send them.
+
+Only the order in which the model sees texts changes, and the number of passes.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from suite.models.base import Classifier
+
+#: How long an aborted search may take to unwind (it is stopped at its next model query).
+_JOIN_SECONDS = 10.0
+
+
+class _Aborted(BaseException):
+    """Raised inside a search whose run was abandoned (an error or Ctrl-C in the driver).
+
+    A ``BaseException``, so that TextAttack's ``except Exception`` never swallows it."""
+
+
+@dataclass(eq=False)
+class Search:
+    """One example's search: what it was given, where it stands, and what it cost."""
+
+    text: str
+    label: int
+    seed: int
+    attack: Any  # its own TextAttack Attack
+    wrapper: Any  # the wrapper its goal function queries
+    result: Any = None
+    error: BaseException | None = None
+    finished: bool = False
+    #: The texts it waits to have scored, and their rows once scored.
+    request: list[str] | None = None
+    reply: torch.Tensor | None = None
+    #: Wall seconds of its own turns, plus its share (by rows) of the passes it waited on.
+    seconds: float = 0.0
+    aborted: bool = False
+    _go: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    _rng: tuple | None = None
+    _thread: threading.Thread | None = None
+
+
+def clone_attack(attack: Any, wrapper: Any) -> Any:
+    """A TextAttack ``Attack`` that searches like ``attack`` through ``wrapper``, with its own
+    goal function, search method and caches; transformation and constraints are shared."""
+    goal = copy.copy(attack.goal_function)
+    goal.model = wrapper
+    if goal.use_cache:
+        goal._call_model_cache = type(attack.goal_function._call_model_cache)(
+            attack.goal_function._call_model_cache.get_size())
+    # The search asks for all its uncached texts in one query; the driver sizes the passes.
+    goal.batch_size = 1 << 30
+    search = copy.copy(attack.search_method)
+    return type(attack)(goal, attack.pre_transformation_constraints + attack.constraints, attack.transformation,
+                        search, attack.transformation_cache_size, attack.constraint_cache_size)
+
+
+class Driver:
+    """Runs searches together on ``model``, at most ``concurrent`` at a time.
+
+    Args:
+        model: The model view every search queries (the served model or an adversary's view).
+        concurrent: Most searches alive at once (their pending texts make one pooled query).
+        chunk: Most texts per pass for a model without ``text_rows``.
+    """
+
+    def __init__(self, model: Classifier, concurrent: int, chunk: int) -> None:
+        self.model = model
+        self.concurrent = concurrent
+        self.chunk = chunk
+        self._turn = threading.Semaphore(0)
+        #: Passes and rows the model computed for this driver (for benches and logs).
+        self.passes = 0
+        self.rows = 0
+
+    def channel(self, search: Search):
+        """The function a search's wrapper sends its queries to (blocks until they are scored)."""
+
+        def query(texts: list[str]) -> torch.Tensor:
+            search.request = texts
+            self._turn.release()
+            search._go.acquire()
+            if search.aborted:
+                raise _Aborted
+            reply, search.reply = search.reply, None
+            return reply
+
+        return query
+
+    def run(self, searches: Sequence[Search]) -> None:
+        """Run every search to its end (results and errors are left on each :class:`Search`)."""
+        waiting = list(searches)[::-1]
+        live: list[Search] = []
+        outer = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        try:
+            while waiting or live:
+                runnable = []
+                while waiting and len(live) < self.concurrent:
+                    search = waiting.pop()
+                    self._start(search)
+                    live.append(search)
+                    runnable.append(search)
+                runnable += [s for s in live if s.reply is not None]
+                while runnable:
+                    for search in runnable:
+                        self._give_turn(search)
+                    runnable = []
+                    for search in [s for s in live if s.finished]:
+                        live.remove(search)
+                        if search.error is not None:
+                            raise search.error
+                        if waiting:
+                            replacement = waiting.pop()
+                            self._start(replacement)
+                            live.append(replacement)
+                            runnable.append(replacement)
+                if live:
+                    self._score([s for s in live if s.request is not None])
+        finally:
+            self._abort(live)
+            random.setstate(outer[0])
+            np.random.set_state(outer[1])
+            torch.set_rng_state(outer[2])
+
+    def _start(self, search: Search) -> None:
+        random.seed(search.seed)
+        np.random.seed(search.seed)
+        torch.manual_seed(search.seed)
+        search._rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        search._thread = threading.Thread(target=self._body, args=(search,), daemon=True,
+                                          name="advsuite-text-search")
+        search._thread.start()
+
+    def _body(self, search: Search) -> None:
+        search._go.acquire()
+        try:
+            if not search.aborted:
+                search.result = search.attack.attack(search.text, search.label)
+        except _Aborted:
+            pass
+        except BaseException as error:  # re-raised by the driver, in its own thread
+            search.error = error
+        finally:
+            search.finished = True
+            self._turn.release()
+
+    def _give_turn(self, search: Search) -> None:
+        """Let ``search`` run until it asks for scores or ends, with its own RNG states."""
+        py, np_state, torch_state = search._rng
+        random.setstate(py)
+        np.random.set_state(np_state)
+        torch.set_rng_state(torch_state)
+        search.request = None
+        start = time.perf_counter()
+        search._go.release()
+        self._turn.acquire()
+        search.seconds += time.perf_counter() - start
+        search._rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+
+    def _score(self, searches: list[Search]) -> None:
+        """Score every pending text of ``searches``, each text once, and hand each its rows."""
+        start = time.perf_counter()
+        distinct = list(dict.fromkeys(text for search in searches for text in search.request))
+        pooled = self.model.text_rows(distinct) if distinct else None
+        if pooled is not None:
+            self.passes += 1
+            self.rows += len(distinct)
+            where = {text: row for row, text in enumerate(distinct)}
+            for search in searches:
+                search.reply = pooled[[where[text] for text in search.request]]
+        else:
+            for search in searches:  # each search's texts on their own, as it would send them alone
+                texts = search.request
+                chunks = [self.model.logits(texts[i: i + self.chunk]).cpu() for i in range(0, len(texts), self.chunk)]
+                self.passes += len(chunks)
+                self.rows += len(texts)
+                search.reply = torch.cat(chunks) if chunks else torch.empty(0, self.model.num_classes)
+        seconds = time.perf_counter() - start
+        total = sum(len(search.request) for search in searches) or 1
+        for search in searches:
+            search.seconds += seconds * len(search.request) / total
+
+    def _abort(self, live: list[Search]) -> None:
+        for search in live:
+            search.aborted = True
+            search._go.release()
+        for search in live:
+            if search._thread is not None:
+                search._thread.join(_JOIN_SECONDS)

@@ -1,0 +1,239 @@
+"""Cooperative text searches find, example by example, what TextAttack finds one at a time.
+
+The reference is a plain TextAttack ``Attacker`` run on each example alone, with
+``random_seed`` set to the seed the suite gives that example, around a plain ``ModelWrapper``
+(the model's own forward, padded per query, divided by the served temperature). The suite runs
+the same recipe's searches of a whole batch together (:mod:`suite.attacks.text.cooperative`).
+
+TextFooler and TextBugger need resources that cannot be had offline (counter-fitted
+embeddings, the POS tagger, the Universal Sentence Encoder): their searches are run here with
+the same transformation, search method and remaining constraints, and word embeddings taken
+from the model itself (an offline stand-in for ``paragramcf``).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+import torch
+
+from suite.attacks import build_attack
+from suite.attacks.text.recipes import TextAttackRecipe
+from suite.data.base import Example
+from suite.models.base import Classifier
+from suite.models.temperature import Memoised, TemperatureScaled
+from suite.seeding import example_seed
+
+N = 24
+EXTREME = 0.005  # the ↑conf design temperature: float32 softmax saturates
+
+
+@pytest.fixture(scope="module")
+def examples(sentiment_model):
+    from suite.data.builtin import sentiment
+
+    split = sentiment("test")
+    predictions = sentiment_model.predict(split.inputs[: 4 * N]).tolist()
+    chosen = [i for i, p in enumerate(predictions) if p == split.labels[i]][:N]
+    return [Example(split.ids[i], split.inputs[i], split.labels[i]) for i in chosen]
+
+
+def _model_embedding(model: Classifier):
+    """TextAttack ``WordEmbedding`` from the model's input embeddings (whole words only)."""
+    from textattack.shared import WordEmbedding
+
+    vocab = model.tokenizer.get_vocab()
+    words = sorted((word for word in vocab if word.isalpha()), key=vocab.get)
+    matrix = model.module.get_input_embeddings().weight.detach()[[vocab[w] for w in words]]
+    # Nearest neighbours precomputed, as paragramcf ships them (TextAttack 0.3.11 cannot compute them itself).
+    neighbours = torch.cdist(matrix, matrix).argsort(dim=1)[:, :51].numpy()
+    return WordEmbedding(matrix.numpy(), {w: i for i, w in enumerate(words)}, dict(enumerate(words)), neighbours)
+
+
+class _TextFoolerOffline(TextAttackRecipe):
+    """TextFoolerJin2019's search (embedding swaps, WIR by deletion, embedding distance ≥ 0.5)
+    without the POS tagger and USE, on the model's own embeddings."""
+
+    name: ClassVar[str] = "textfooler_offline"
+    embedding: ClassVar[Any] = None
+
+    def build(self, wrapper):
+        from textattack import Attack
+        from textattack.constraints.pre_transformation import RepeatModification, StopwordModification
+        from textattack.constraints.semantics import WordEmbeddingDistance
+        from textattack.goal_functions import UntargetedClassification
+        from textattack.search_methods import GreedyWordSwapWIR
+        from textattack.transformations import WordSwapEmbedding
+
+        transformation = WordSwapEmbedding(max_candidates=50, embedding=self.embedding)
+        constraints = [RepeatModification(), StopwordModification(),
+                       WordEmbeddingDistance(embedding=self.embedding, min_cos_sim=0.5)]
+        return Attack(UntargetedClassification(wrapper), constraints, transformation, GreedyWordSwapWIR("delete"))
+
+
+class _TextBuggerOffline(TextAttackRecipe):
+    """TextBuggerLi2018's search (character bugs at random positions and embedding swaps, WIR
+    by deletion) without homoglyphs and USE, on the model's own embeddings."""
+
+    name: ClassVar[str] = "textbugger_offline"
+    embedding: ClassVar[Any] = None
+
+    def build(self, wrapper):
+        from textattack import Attack
+        from textattack.constraints.pre_transformation import RepeatModification, StopwordModification
+        from textattack.goal_functions import UntargetedClassification
+        from textattack.search_methods import GreedyWordSwapWIR
+        from textattack.transformations import (CompositeTransformation, WordSwapEmbedding,
+                                                WordSwapNeighboringCharacterSwap, WordSwapRandomCharacterDeletion,
+                                                WordSwapRandomCharacterInsertion)
+
+        edges = {"random_one": True, "skip_first_char": True, "skip_last_char": True}
+        transformation = CompositeTransformation([
+            WordSwapRandomCharacterInsertion(letters_to_insert=" ", **edges),
+            WordSwapRandomCharacterDeletion(**edges),
+            WordSwapNeighboringCharacterSwap(**edges),
+            WordSwapEmbedding(max_candidates=5, embedding=self.embedding),
+        ])
+        return Attack(UntargetedClassification(wrapper), [RepeatModification(), StopwordModification()],
+                      transformation, GreedyWordSwapWIR("delete"))
+
+
+def _recipe(name: str, model: Classifier) -> TextAttackRecipe:
+    if name == "pwws":
+        from suite.attacks.text.resources import NLTK
+
+        if not NLTK["wordnet"].available():
+            pytest.skip("WordNet is not installed (apt-get install wordnet-base, or advsuite prefetch --attacks pwws)")
+    if name in ("deepwordbug", "pwws"):
+        return build_attack(name)
+    cls = {"textfooler": _TextFoolerOffline, "textbugger": _TextBuggerOffline}[name]
+    from suite.attacks.text.offline import import_textattack
+
+    import_textattack()
+    cls.embedding = _model_embedding(model)
+    return cls()
+
+
+def _plain_results(recipe: TextAttackRecipe, model: Classifier, temperature: float, examples, seed: int):
+    """A plain ``Attacker`` per example, seeded as the suite seeds that example."""
+    import textattack
+    from textattack.models.wrappers import ModelWrapper
+
+    class Plain(ModelWrapper):
+        def __init__(self):
+            self.model = model.module
+
+        def __call__(self, texts):
+            encoded = model.tokenizer(list(texts), padding=True, truncation=True, return_tensors="pt")
+            with torch.no_grad():
+                return self.model(**encoded).logits / temperature
+
+    attack = recipe.build(Plain())
+    results = []
+    for example in examples:
+        args = textattack.AttackArgs(num_examples=1, random_seed=example_seed(seed, recipe.name, example.id) % 2**32,
+                                     disable_stdout=True, silent=True)
+        dataset = textattack.datasets.Dataset([(example.input, example.label)])
+        result = textattack.Attacker(attack, dataset, args).attack_dataset()[0]
+        results.append((result, attack.goal_function.num_queries))
+        attack.clear_cache()
+    return results
+
+
+@pytest.mark.parametrize("temperature", [1.0, EXTREME], ids=["T=1", "T=0.005"])
+@pytest.mark.parametrize("name", ["deepwordbug", "pwws", "textfooler", "textbugger"])
+def test_cooperative_searches_find_what_a_plain_attacker_finds(sentiment_model, examples, name, temperature):
+    recipe = _recipe(name, sentiment_model)
+    from suite.attacks.text.offline import import_textattack
+
+    import_textattack()
+    from textattack.attack_results import SuccessfulAttackResult
+
+    served = sentiment_model if temperature == 1.0 else TemperatureScaled(sentiment_model, temperature)
+    ours = recipe.run(served, examples, 0)  # one block: every search of the batch together
+    theirs = _plain_results(recipe, sentiment_model, temperature, examples, 0)
+    assert [o.adversarial for o in ours] == [r.perturbed_result.attacked_text.text for r, _ in theirs]
+    assert [o.queries for o in ours] == [queries for _, queries in theirs]
+    broken = (sentiment_model.predict([o.adversarial for o in ours]) != torch.tensor([e.label for e in examples]))
+    assert broken.tolist() == [isinstance(r, SuccessfulAttackResult) for r, _ in theirs]
+    assert all(o.forward_rows <= o.queries for o in ours)  # TextAttack's cache answers the rest
+    if temperature == 1.0:
+        assert broken.any(), "the tiny model is vulnerable: some search must succeed"
+
+
+def _fields(outputs):
+    return [(o.adversarial, o.perturbation, o.queries, o.forward_rows) for o in outputs]
+
+
+@pytest.mark.parametrize("name", ["deepwordbug", "textbugger"])
+def test_records_do_not_depend_on_the_block(sentiment_model, examples, name):
+    """Blocks of 1, 5 and 24 searches, on the served model and on an adversary's memoised view:
+    the same outputs (the rows a search gets do not depend on what shares their pass)."""
+    recipe = _recipe(name, sentiment_model)
+    alone = [out for ex in examples for out in recipe.run(sentiment_model, [ex], 3)]
+    fives = [out for i in range(0, N, 5) for out in recipe.run(sentiment_model, examples[i: i + 5], 3)]
+    together = recipe.run(sentiment_model, examples, 3)
+    assert _fields(alone) == _fields(fives) == _fields(together)
+    view = TemperatureScaled(Memoised(sentiment_model), 2.0, adversary=True)
+    reversed_block = recipe.run(view, examples[::-1], 3)[::-1]
+    fresh_alone = [out for ex in examples for out in recipe.run(
+        TemperatureScaled(Memoised(sentiment_model), 2.0, adversary=True), [ex], 3)]
+    assert _fields(reversed_block) == _fields(fresh_alone)
+
+
+class _Unpooled(Classifier):
+    """A text model that cannot pool unrelated texts (no ``text_rows``)."""
+
+    modality = "text"
+
+    def __init__(self, base):
+        self.base, self.labels, self.info, self.tokenizer = base, base.labels, base.info, base.tokenizer
+        self.calls = []
+
+    @property
+    def device(self):
+        return self.base.device
+
+    def _forward(self, batch):
+        self.calls.append(len(batch))
+        return self.base._forward(batch)
+
+
+def test_a_model_without_pooled_rows_gets_each_search_alone(sentiment_model, examples):
+    recipe = build_attack("deepwordbug", {"model_batch_size": 7})
+    unpooled = _Unpooled(sentiment_model)
+    together = recipe.run(unpooled, examples[:8], 0)
+    alone = [out for ex in examples[:8] for out in recipe.run(_Unpooled(sentiment_model), [ex], 0)]
+    assert _fields(together) == _fields(alone)
+    assert max(unpooled.calls) <= 7  # the recipe's model_batch_size still sizes its passes
+
+
+def test_an_error_or_interrupt_in_the_driver_leaves_no_search_running(sentiment_model, examples):
+    class Failing(TemperatureScaled):
+        def __init__(self, base, error):
+            super().__init__(base, 1.0)
+            self.error, self.calls = error, 0
+
+        def text_rows(self, texts):
+            self.calls += 1
+            if self.calls == 3:
+                raise self.error
+            return super().text_rows(texts)
+
+    recipe = build_attack("deepwordbug")
+    recipe.run(sentiment_model, examples[:1], 0)  # built
+    threads = threading.active_count()
+    states = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state().clone())
+    for error in (RuntimeError("out of memory"), KeyboardInterrupt()):
+        with pytest.raises(type(error)):
+            recipe.run(Failing(sentiment_model, error), examples, 0)
+        assert threading.active_count() == threads
+        assert random.getstate() == states[0]
+        assert (np.random.get_state()[1] == states[1]).all() and torch.equal(torch.get_rng_state(), states[2])
+    # and the recipe still runs, finding what it found before
+    assert _fields(recipe.run(sentiment_model, examples[:4], 0)) == _fields(
+        [out for ex in examples[:4] for out in recipe.run(sentiment_model, [ex], 0)])
