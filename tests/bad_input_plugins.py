@@ -5,6 +5,8 @@ on copies of their tables, so nothing outlives the case."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -23,6 +25,7 @@ def _plugin(name: str, entry_points: dict[str, dict[str, str]], modules: dict[st
         for registry in (ATTACKS, MODEL_SCHEMES):
             registry.names()  # the plugins installed before the case: read once, as any run does
         root = Path(tempfile.mkdtemp(prefix="advsuite-plugin-"))
+        atexit.register(shutil.rmtree, root, True)  # after the session: imports may still read it until then
         info = root / f"{name.replace('-', '_')}-0.1.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\nSummary: a bad plugin\n")

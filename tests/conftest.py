@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 
 NETGUARD = Path(__file__).parent / "netguard"
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="advsuite-tests-"))
+atexit.register(shutil.rmtree, _SESSION_DIR, True)  # the session's cache and logs go with it
 NETLOG = _SESSION_DIR / "network-attempts.log"
 
 # Before anything imports transformers/datasets: offline everywhere, in this process and in
