@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -225,10 +226,12 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
                                else kwargs["inputs_embeds"]).shape[0])
 
     if side == "plain":
-        from suite.attacks.text.offline import import_textattack  # only the offline NLTK set-up
+        from suite.attacks import build_attack
+        from suite.attacks.text.offline import import_textattack
         from suite.seeding import example_seed
 
-        textattack = import_textattack()
+        build_attack(recipe).check_resources()  # only the offline set-up: WordNet from Debian's files
+        textattack = import_textattack()  # and NLTK's path
         from textattack import attack_recipes
         from textattack.attack_results import SuccessfulAttackResult
         from textattack.models.wrappers import HuggingFaceModelWrapper
@@ -253,9 +256,13 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         model = load_model(f"hf:{model_dir}")
         model.module.register_forward_hook(count, with_kwargs=True)
         run_dir = out.with_suffix("")
-        results = suite.evaluate(model, (data["texts"], data["labels"]), attacks=[recipe], output=run_dir)
+        shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run (an existing one would be resumed)
+        # The adversary that searches on the served model only, as the plain loop does (the default
+        # also runs the calibrated adversary).
+        results = suite.evaluate(model, (data["texts"], data["labels"]), attacks=[recipe], adversary=["none"],
+                                 output=run_dir)
         records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
-        by_id = {r["id"]: r for r in records if r["kind"] == "attack"}
+        by_id = {r["id"]: r for r in records if r["kind"] == "attack" and r["attack"] == recipe}
         found = [[by_id[str(i)]["adversarial"], by_id[str(i)]["robust"] < 1] for i in range(len(data["texts"]))]
         loop = results.attacks[recipe].seconds
     out.write_text(json.dumps({"examples": found, "loop": loop, "successes": sum(b for _, b in found), **counts}))

@@ -23,9 +23,11 @@ from suite.models.weights import (ALLOW_PICKLE, check_safetensors, local_dir, pi
                                   verify_weights)
 
 
-#: :meth:`HFTextClassifier.text_rows` on the CPU: most texts per pass, and fewest (filled with copies).
+#: :meth:`HFTextClassifier.text_rows` on the CPU: most texts per pass, fewest (filled with copies),
+#: and the padding step of their lengths in tokens.
 CPU_PASS_ROWS = 64
 CPU_MIN_ROWS = 8
+CPU_LENGTH_STEP = 8
 #: :meth:`HFTextClassifier.text_rows` on CUDA: most tokens per pass (texts × padded length).
 CUDA_PASS_TOKENS = 32768
 
@@ -71,25 +73,27 @@ class HFTextClassifier(TorchClassifier):
     def text_rows(self, texts: Sequence[str]) -> torch.Tensor:
         """Logits of texts pooled from several searches, in passes of texts sorted by token length.
 
-        On the CPU a pass holds texts of one token length only (no padding), at most
-        :data:`CPU_PASS_ROWS` of them, and a pass of fewer than :data:`CPU_MIN_ROWS` is filled
-        with copies of its first text. A row's value then depends on its text alone: with the
-        shape fixed up to the row count, the kernels take the same path for every row count from
-        8 up (measured with 1 and 2 threads; at 2–7 rows they round differently), and padding,
-        which would change the summation length, never occurs. ``tests/test_cooperative.py``
-        checks the searches it feeds against block sizes. On CUDA passes hold up to
-        :data:`CUDA_PASS_TOKENS` tokens, padded to their longest text: row values then depend
-        on the pass at float rounding, as any batched CUDA result does.
+        On the CPU every text is padded to its length rounded up to a multiple of
+        :data:`CPU_LENGTH_STEP` tokens (within the model's limit), a pass holds texts of one such
+        length only, at most :data:`CPU_PASS_ROWS` of them, and a pass of fewer than
+        :data:`CPU_MIN_ROWS` is filled with copies of its first text. A row's value then depends
+        on its text alone: its padded length follows from its own length, and with the shape
+        fixed up to the row count the kernels take the same path for every row count from 8 up
+        (measured with 1 and 2 threads; at 2–7 rows they round differently).
+        ``tests/test_cooperative.py`` checks the searches it feeds against block sizes. On CUDA
+        passes hold up to :data:`CUDA_PASS_TOKENS` tokens, padded to their longest text: row
+        values then depend on the pass at float rounding, as any batched CUDA result does.
         """
         texts = list(texts)
         rows = torch.empty(len(texts), self.num_classes)
         if not texts:
             return rows
         lengths = [len(ids) for ids in self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]]
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
         cpu = self.device.type == "cpu"
+        if cpu:
+            lengths = [min(-(-length // CPU_LENGTH_STEP) * CPU_LENGTH_STEP, self.max_length) for length in lengths]
         passes: list[list[int]] = []
-        for index in order:
+        for index in sorted(range(len(texts)), key=lambda i: lengths[i]):
             current = passes[-1] if passes else None
             if current is not None and (
                 (cpu and lengths[current[0]] == lengths[index] and len(current) < CPU_PASS_ROWS)
@@ -101,9 +105,13 @@ class HFTextClassifier(TorchClassifier):
         with torch.no_grad():
             for members in passes:
                 batch = [texts[i] for i in members]
-                if cpu and len(batch) < CPU_MIN_ROWS:
-                    batch += batch[:1] * (CPU_MIN_ROWS - len(batch))
-                rows[members] = self._forward(batch)[: len(members)].float().cpu()
+                if not cpu:
+                    rows[members] = self._forward(batch).float().cpu()
+                    continue
+                batch += batch[:1] * (CPU_MIN_ROWS - len(batch))
+                encoded = self.tokenizer(batch, padding="max_length", truncation=True, max_length=lengths[members[0]],
+                                         return_tensors="pt")
+                rows[members] = self.module(**encoded).logits[: len(members)].float()
         return rows
 
     def _forward(self, batch: Sequence[str]) -> torch.Tensor:
