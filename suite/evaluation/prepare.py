@@ -91,7 +91,7 @@ class PreparedTask:
     @property
     def fixed_batch_size(self) -> int:
         """The batch size where nothing is probed (text, CPU): :func:`~.batching.fixed_size`."""
-        return fixed_size(self.batch_size)
+        return fixed_size(self.batch_size, self.model.modality)
 
     @property
     def name(self) -> str:

@@ -87,6 +87,31 @@ def clone_attack(attack: Any, wrapper: Any) -> Any:
                         search, attack.transformation_cache_size, attack.constraint_cache_size)
 
 
+#: Word swaps whose replacements are a function of the word alone (WordNet synonyms, embedding
+#: neighbours): remembered per word across a recipe's searches (:func:`remember_replacements`).
+PURE_WORD_SWAPS = ("WordSwapWordNet", "WordSwapEmbedding")
+
+
+def remember_replacements(transformation: Any) -> None:
+    """Remember, per word, the replacements of ``transformation``'s pure word swaps (inside a
+    ``CompositeTransformation`` too): every search of the recipe looks the same words up again
+    (PWWS asks WordNet for every word of every example). A remembered list is the list the swap
+    returned for that word in this process, so searches are unchanged."""
+    for swap in getattr(transformation, "transformations", [transformation]):
+        if type(swap).__name__ not in PURE_WORD_SWAPS or "_get_replacement_words" in vars(swap):
+            continue
+        compute, memo = swap._get_replacement_words, {}
+
+        def remembered(word, *args, _compute=compute, _memo=memo, **kwargs):
+            if args or kwargs:  # a variant (WordNet's random=True): not remembered
+                return _compute(word, *args, **kwargs)
+            if word not in _memo:
+                _memo[word] = _compute(word)
+            return list(_memo[word])
+
+        swap._get_replacement_words = remembered
+
+
 class Driver:
     """Runs searches together on ``model``, at most ``concurrent`` at a time.
 

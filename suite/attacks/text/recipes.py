@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from pydantic import Field, PrivateAttr
 
 from suite.attacks.base import Access, Attack, AttackOutput, TextLevel, Threat, register_attack
-from suite.attacks.text.cooperative import Driver, Search, clone_attack
+from suite.attacks.text.cooperative import Driver, Search, clone_attack, remember_replacements
 from suite.attacks.text.offline import import_textattack
 from suite.attacks.text.resources import NLTK, Resource, require
 from suite.attacks.text.wrapper import make_wrapper
@@ -88,7 +88,9 @@ class TextAttackRecipe(Attack):
         if not self._built:
             self.check_resources()
             import_textattack()
-            self._built["attack"] = self.build(make_wrapper(model, self.model_batch_size))
+            attack = self.build(make_wrapper(model, self.model_batch_size))
+            remember_replacements(attack.transformation)
+            self._built["attack"] = attack
         return self._built["attack"]
 
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
