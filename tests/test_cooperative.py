@@ -237,3 +237,24 @@ def test_an_error_or_interrupt_in_the_driver_leaves_no_search_running(sentiment_
     # and the recipe still runs, finding what it found before
     assert _fields(recipe.run(sentiment_model, examples[:4], 0)) == _fields(
         [out for ex in examples[:4] for out in recipe.run(sentiment_model, [ex], 0)])
+
+
+def test_remembered_word_splits_are_textattacks_own(sentiment_model, examples):
+    from suite.attacks.text.cooperative import remember_word_splits
+    from suite.attacks.text.offline import import_textattack
+
+    import_textattack()
+    import textattack.shared.attacked_text as attacked_text
+    import textattack.shared.utils.strings as strings
+
+    remember_word_splits()
+    remember_word_splits()  # once only
+    remembered = strings.words_from_text
+    assert remembered.remembered and attacked_text.words_from_text is remembered
+    assert not getattr(remembered.original, "remembered", False)
+    texts = [e.input for e in examples] + ["'quoted' well-known e-mail a@b.c", "  spaced\tout  ", "", "中文 句子"]
+    for text in texts * 2:  # the second time from the memo
+        first = remembered(text)
+        assert first == remembered.original(text)
+        first.append("changed")  # a caller's change reaches no later call
+    assert remembered("a b c", ["b"]) == ["a", "c"]

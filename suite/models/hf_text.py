@@ -25,7 +25,7 @@ from suite.models.weights import (ALLOW_PICKLE, check_safetensors, local_dir, pi
 
 #: :meth:`HFTextClassifier.text_rows` on the CPU: most texts per pass, fewest (filled with copies),
 #: and the padding step of their lengths in tokens.
-CPU_PASS_ROWS = 64
+CPU_PASS_ROWS = 128
 CPU_MIN_ROWS = 8
 CPU_LENGTH_STEP = 8
 #: :meth:`HFTextClassifier.text_rows` on CUDA: most tokens per pass (texts × padded length).

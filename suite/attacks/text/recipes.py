@@ -20,14 +20,14 @@ kept as its own.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from pydantic import Field, PrivateAttr
 
 from suite.attacks.base import Access, Attack, AttackOutput, TextLevel, Threat, register_attack
-from suite.attacks.text.cooperative import Driver, Search, clone_attack, remember_replacements
+from suite.attacks.text.cooperative import (Driver, Search, clone_attack, remember_replacements,
+                                             remember_word_splits)
 from suite.attacks.text.offline import import_textattack
 from suite.attacks.text.resources import NLTK, Resource, require
 from suite.attacks.text.wrapper import make_wrapper
@@ -88,6 +88,7 @@ class TextAttackRecipe(Attack):
         if not self._built:
             self.check_resources()
             import_textattack()
+            remember_word_splits()
             attack = self.build(make_wrapper(model, self.model_batch_size))
             remember_replacements(attack.transformation)
             self._built["attack"] = attack
