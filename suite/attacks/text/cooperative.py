@@ -177,38 +177,36 @@ class Driver:
         """Run every search to its end (results and errors are left on each :class:`Search`)."""
         waiting = list(searches)[::-1]
         live: list[Search] = []
-        outer = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-        try:
-            while waiting or live:
-                runnable = []
-                while waiting and len(live) < self.concurrent:
-                    search = waiting.pop()
-                    self._start(search)
-                    live.append(search)
-                    runnable.append(search)
-                runnable += [s for s in live if s.reply is not None]
-                while runnable:
-                    for search in runnable:
-                        self._give_turn(search)
+        outer = (random.getstate(), np.random.get_state())
+        # torch.manual_seed seeds every CUDA device too: fork_rng gives them (and the CPU) back.
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=cuda):
+            try:
+                while waiting or live:
                     runnable = []
-                    for search in [s for s in live if s.finished]:
-                        live.remove(search)
-                        if search.error is not None:
-                            raise search.error
-                        if waiting:
-                            replacement = waiting.pop()
-                            self._start(replacement)
-                            live.append(replacement)
-                            runnable.append(replacement)
-                if live:
-                    self._score([s for s in live if s.request is not None])
-        finally:
-            self._abort(live)
-            random.setstate(outer[0])
-            np.random.set_state(outer[1])
-            torch.set_rng_state(outer[2])
+                    while waiting and len(live) < self.concurrent:
+                        runnable.append(self._start(waiting.pop()))
+                        live.append(runnable[-1])
+                    runnable += [s for s in live if s.reply is not None]
+                    while runnable:
+                        for search in runnable:
+                            self._give_turn(search)
+                        runnable = []
+                        for search in [s for s in live if s.finished]:
+                            live.remove(search)
+                            if search.error is not None:
+                                raise search.error
+                            if waiting:
+                                runnable.append(self._start(waiting.pop()))
+                                live.append(runnable[-1])
+                    if live:
+                        self._score([s for s in live if s.request is not None])
+            finally:
+                self._abort(live)
+                random.setstate(outer[0])
+                np.random.set_state(outer[1])
 
-    def _start(self, search: Search) -> None:
+    def _start(self, search: Search) -> Search:
         random.seed(search.seed)
         np.random.seed(search.seed)
         torch.manual_seed(search.seed)
@@ -216,6 +214,7 @@ class Driver:
         search._thread = threading.Thread(target=self._body, args=(search,), daemon=True,
                                           name="advsuite-text-search")
         search._thread.start()
+        return search
 
     def _body(self, search: Search) -> None:
         search._go.acquire()
