@@ -56,12 +56,13 @@ MEAN, STD = 0.3, 0.4
 class Normalized(nn.Module):
     """Takes [0, 1] pixels (as AutoAttack and the suite's wrapper expect), normalises inside."""
 
-    def __init__(self, body: nn.Module) -> None:
+    def __init__(self, body: nn.Module, mean=MEAN, std=STD) -> None:
         super().__init__()
         self.body = body
+        self.mean, self.std = (torch.as_tensor(v, dtype=torch.float32).reshape(1, -1, 1, 1) for v in (mean, std))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body((x - MEAN) / STD)
+        return self.body((x - self.mean) / self.std)
 
 
 def _architecture(arch: str) -> nn.Module:
@@ -94,17 +95,7 @@ def builtin_pixels_module() -> nn.Module:
     from suite.models.builtin import DIGITS_MEAN, DIGITS_STD
 
     classifier = load_model(BUILTIN)
-    mean, std = (torch.tensor(v, dtype=torch.float32).reshape(1, -1, 1, 1) for v in (DIGITS_MEAN, DIGITS_STD))
-
-    class Pixels(nn.Module):
-        def __init__(self, inner: nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.inner((x - mean) / std)
-
-    module = Pixels(classifier.module).eval()
+    module = Normalized(classifier.module, DIGITS_MEAN, DIGITS_STD).eval()
     probe = torch.rand(4, 1, 32, 32)
     with torch.no_grad():
         assert torch.allclose(module(probe), classifier.logits(probe), atol=1e-5)

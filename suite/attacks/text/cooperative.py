@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from suite.attacks.text.wrapper import chunked_logits
 from suite.models.base import Classifier
 
 #: How long an aborted search may take to unwind (it is stopped at its next model query).
@@ -155,9 +156,6 @@ class Driver:
         self.concurrent = concurrent
         self.chunk = chunk
         self._turn = threading.Semaphore(0)
-        #: Passes and rows the model computed for this driver (for benches and logs).
-        self.passes = 0
-        self.rows = 0
 
     def channel(self, search: Search):
         """The function a search's wrapper sends its queries to (blocks until they are scored)."""
@@ -248,18 +246,12 @@ class Driver:
         distinct = list(dict.fromkeys(text for search in searches for text in search.request))
         pooled = self.model.text_rows(distinct) if distinct else None
         if pooled is not None:
-            self.passes += 1
-            self.rows += len(distinct)
             where = {text: row for row, text in enumerate(distinct)}
             for search in searches:
                 search.reply = pooled[[where[text] for text in search.request]]
         else:
             for search in searches:  # each search's texts on their own, as it would send them alone
-                texts = search.request
-                chunks = [self.model.logits(texts[i: i + self.chunk]).cpu() for i in range(0, len(texts), self.chunk)]
-                self.passes += len(chunks)
-                self.rows += len(texts)
-                search.reply = torch.cat(chunks) if chunks else torch.empty(0, self.model.num_classes)
+                search.reply = chunked_logits(self.model, search.request, self.chunk)
         seconds = time.perf_counter() - start
         total = sum(len(search.request) for search in searches) or 1
         for search in searches:

@@ -25,6 +25,12 @@ import torch
 from suite.models.base import Classifier
 
 
+def chunked_logits(model: Classifier, texts: list[str], size: int) -> torch.Tensor:
+    """``model``'s logits of ``texts`` in passes of at most ``size`` texts, on the CPU (N×C)."""
+    chunks = [model.logits(texts[start : start + size]).cpu() for start in range(0, len(texts), size)]
+    return torch.cat(chunks) if chunks else torch.empty(0, model.num_classes)
+
+
 def make_wrapper(model: Classifier, batch_size: int = 32,
                  channel: Callable[[list[str]], torch.Tensor] | None = None):
     """A TextAttack ``ModelWrapper`` around ``model`` (TextAttack must be importable).
@@ -58,11 +64,7 @@ def make_wrapper(model: Classifier, batch_size: int = 32,
             self.queries += len(texts)
             if self.channel is not None:
                 return self.channel(texts)
-            chunks = [
-                self.model.logits(texts[start : start + self.batch_size]).cpu()
-                for start in range(0, len(texts), self.batch_size)
-            ]
-            return torch.cat(chunks) if chunks else torch.empty(0, self.model.num_classes)
+            return chunked_logits(self.model, texts, self.batch_size)
 
         def get_grad(self, text_input: str) -> dict:
             """Gradient of the loss at the predicted class w.r.t. the input-token embeddings.
