@@ -22,6 +22,16 @@ the test subset). Times are wall seconds on this machine; the ratios are the res
     python bench/held_out.py --autoattack-src /tmp/autoattack-src --n 300 --json /tmp/held_out.json
     python bench/held_out.py --quick                         # 60 digits, two models, no FAB/Square
     python bench/held_out.py --table /tmp/a.json /tmp/b.json  # print the table of earlier runs
+
+With ``--seeds``, the spread over seeds instead (one case per model and threat, every seed on
+the same digits): official AutoAttack and ``auto`` (and the variants in ``--spread-variants``)
+at each seed, then per attack the mean robust accuracy and, against official AutoAttack at every
+*other* seed, how many of its broken examples the attack's run missed. AutoAttack against
+itself at another seed is the noise floor of "missed": an example on the decision boundary is
+broken by some random starts and not others. Runs with disjoint seeds can go to separate
+``--json`` files (two processes) and be merged with ``--table``:
+
+    python bench/held_out.py --autoattack-src /tmp/autoattack-src --models builtin:digits-cnn --seeds 0 1 2 --json /tmp/spread.json
 """
 
 from __future__ import annotations
@@ -278,6 +288,82 @@ def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: 
     return case
 
 
+#: ``--spread-variants``: label → (attack, parameters) run at every seed beside ``auto``.
+SPREAD_VARIANTS = {
+    "auto target_steps=100": ("auto", {"target_steps": 100}),
+}
+
+
+def spread_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, seeds: list[int], batch_size: int,
+                official: bool, variants: list[str]) -> dict:
+    """Every seed's broken set (indices into the n test digits) per attack, on the same digits."""
+    served = from_module(module, input_size=(1, 32, 32), labels=[str(d) for d in range(10)], name=model_name,
+                         device="cpu")
+    everything = load_eval_set(DatasetConfig(spec="builtin:digits", n=n), served, 0).examples
+    x_all = torch.stack([ex.input for ex in everything])
+    y_all = torch.tensor([ex.label for ex in everything])
+    with torch.no_grad():
+        clean = (module(x_all).argmax(1) == y_all)
+    positions = clean.nonzero().squeeze(1).tolist()
+    correct = [everything[i] for i in positions]
+    case = {"model": model_name, "norm": norm, "eps": eps, "n": n, "clean": len(correct), "spread": {}}
+    common = {"norm": norm, "eps": eps}
+    attacks = {"auto": ("auto", {}), **{label: SPREAD_VARIANTS[label] for label in variants}}
+    for seed in seeds:
+        runs = {}
+        if official:
+            broken, seconds, _, _ = run_official(module, x_all[positions], y_all[positions], norm, eps, seed,
+                                                 batch_size)
+            runs["autoattack (official)"] = (broken, seconds)
+        for label, (name, params) in attacks.items():
+            runs[label] = run_suite(served, correct, name, {**common, **params}, seed, batch_size)
+        for label, (broken, seconds) in runs.items():
+            case["spread"].setdefault(label, {})[str(seed)] = {
+                "broken": [positions[i] for i, b in enumerate(broken) if b], "seconds": seconds}
+            print(f"  {model_name} {norm} {eps} seed {seed} {label}: robust {(len(correct) - sum(broken)) / n:.4f} "
+                  f"in {seconds:.1f}s", flush=True)
+    return case
+
+
+def spread_table(cases: list[dict]) -> str:
+    """Per attack: robust accuracy per seed and its mean, and examples missed against official
+    AutoAttack at every other seed (AutoAttack against itself: the noise floor)."""
+    merged: dict[tuple, dict] = {}
+    for case in cases:
+        key = (case["model"], case["norm"], case["eps"], case["n"])
+        into = merged.setdefault(key, {"clean": case["clean"], "spread": {}})
+        for label, seeds in case["spread"].items():
+            into["spread"].setdefault(label, {}).update(seeds)
+    lines = ["| model | threat | attack | robust % per seed | mean | missed vs AA's runs (mean, max) | "
+             "extra (mean) | mean seconds |", "|---|---|---|---|---|---|---|---|"]
+    for (model, norm, eps, n), case in merged.items():
+        reference = case["spread"].get("autoattack (official)", {})
+        first = True
+        for label, seeds in case["spread"].items():
+            robust = [100 * (case["clean"] - len(seeds[s]["broken"])) / n for s in sorted(seeds, key=int)]
+            missed, extra = [], []
+            for seed, run in seeds.items():
+                for other, ref in reference.items():
+                    if other != seed or label != "autoattack (official)":  # AA: against its other seeds
+                        missed.append(len(set(ref["broken"]) - set(run["broken"])))
+                        extra.append(len(set(run["broken"]) - set(ref["broken"])))
+            seconds = sum(run["seconds"] for run in seeds.values()) / len(seeds)
+            threat = f"{'L∞' if norm == 'linf' else 'L2'} {eps:g}"
+            versus = f"{sum(missed) / len(missed):.2f}, {max(missed)}" if missed else "–"
+            beyond = f"{sum(extra) / len(extra):.2f}" if extra else "–"
+            lines.append(f"| {model if first else ''} | {threat if first else ''} | {label} | "
+                         f"{', '.join(f'{r:.2f}' for r in robust)} | {sum(robust) / len(robust):.2f} | {versus} | "
+                         f"{beyond} | {seconds:.1f} |")
+            first = False
+        every = {label: [set(run["broken"]) for run in seeds.values()] for label, seeds in case["spread"].items()}
+        if "autoattack (official)" in every and "auto" in every:
+            ever_aa = set().union(*every["autoattack (official)"])
+            ever_auto = set().union(*every["auto"])
+            lines.append(f"| | | broken by AA at some seed, by auto at none: {sorted(ever_aa - ever_auto) or 'none'}; "
+                         f"the reverse: {sorted(ever_auto - ever_aa) or 'none'} | | | | | |")
+    return "\n".join(lines)
+
+
 def table(cases: list[dict]) -> str:
     lines = ["| model | threat | clean % | attack | robust % | missed | extra | seconds | time AA / this |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -327,12 +413,18 @@ def main() -> None:
     parser.add_argument("--no-slow-stages", action="store_true",
                         help="skip the FAB-T and Square last stages (each costs about what AutoAttack's own does)")
     parser.add_argument("--no-variant", action="store_true", help="skip the variant target_steps: 100 of auto")
+    parser.add_argument("--seeds", type=int, nargs="+", help="the spread over these seeds instead (see above)")
+    parser.add_argument("--spread-variants", nargs="*", default=[], choices=list(SPREAD_VARIANTS),
+                        help="--seeds: variants of auto run at every seed too")
     parser.add_argument("--json", help="write the numbers here")
     parser.add_argument("--table", nargs="+", help="only print the table of these earlier --json files")
     args = parser.parse_args()
     if args.table:
         cases = [case for path in args.table for case in json.loads(Path(path).read_text())["cases"]]
-        print(table(cases))
+        spread = [case for case in cases if "spread" in case]
+        print(table([case for case in cases if "spread" not in case]) if len(spread) < len(cases) else "")
+        if spread:
+            print(spread_table(spread))
         return
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -357,13 +449,19 @@ def main() -> None:
             threats = [("linf", MODELS[name][1])] + ([("l2", 1.0)] if name in l2 else [])
         report["models"].append(info)
         for norm, eps in threats:
+            if args.seeds:
+                report["cases"].append(spread_case(name, module, norm, eps, args.n, args.seeds, args.batch_size,
+                                                   source is not None, args.spread_variants))
+                if args.json:
+                    Path(args.json).write_text(json.dumps(report, indent=2))
+                continue
             report["cases"].append(evaluate_case(name, module, norm, eps, args.n, args.seed, args.batch_size,
                                                  args.quick, source is not None, not args.no_slow_stages,
                                                  not args.no_variant))
             if args.json:
                 Path(args.json).write_text(json.dumps(report, indent=2))
     print()
-    print(table(report["cases"]))
+    print(spread_table(report["cases"]) if args.seeds else table(report["cases"]))
 
 
 if __name__ == "__main__":

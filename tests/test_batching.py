@@ -178,3 +178,31 @@ def test_batched_scoring_gives_the_verdicts_of_scoring_alone_and_rescores_near_t
     alone.clear()
     expected = [real(model, ex, out, 1.0) for ex, out in zip(examples, outputs)]
     assert [(s["robust"], s["prediction"]) for s in batched] == [(s["robust"], s["prediction"]) for s in expected]
+
+
+def test_batched_text_scoring_is_the_verdict_of_each_text_alone(sentiment_model, monkeypatch):
+    """A text model's batch is scored through its pooled rows: each record's prediction and
+    robust value are those of scoring the text alone, its confidence agrees to float rounding,
+    and a text's value is bit for bit the same whichever texts share its batch."""
+    from suite.attacks.base import AttackOutput
+    from suite.data.base import Example
+    from suite.evaluation import scoring
+
+    texts = ["a gripping , funny film", "dull and lifeless", "not bad at all , really",
+             "the worst movie of the year , truly awful and boring", "fine", "i loved every minute",
+             "an utter mess", "quietly moving and sharp"]
+    examples = [Example(str(i), text, i % 2) for i, text in enumerate(texts)]
+    outputs = [AttackOutput(adversarial=None if i % 3 else text.upper(), perturbation=0.0, queries=1, seconds=0.0)
+               for i, text in enumerate(texts)]
+    alone = []
+    real = scoring.score_output
+    monkeypatch.setattr(scoring, "score_output", lambda *a: alone.append(a[1].id) or real(*a))
+    batched = scoring.score_batch(sentiment_model, examples, outputs, [1.0, 0.0] * 4)
+    assert alone == []  # nothing rescored on the CPU
+    expected = [real(sentiment_model, ex, out, c) for ex, out, c in zip(examples, outputs, [1.0, 0.0] * 4)]
+    assert [(s["robust"], s["prediction"]) for s in batched] == [(s["robust"], s["prediction"]) for s in expected]
+    assert [s["confidence"] for s in batched] == pytest.approx([s["confidence"] for s in expected], abs=1e-5)
+    assert {s["robust"] for s in batched} == {0.0, 1.0}
+    halves = (scoring.score_batch(sentiment_model, examples[:3], outputs[:3], [1.0, 0.0, 1.0])
+              + scoring.score_batch(sentiment_model, examples[3:], outputs[3:], [0.0, 1.0, 0.0, 1.0, 0.0]))
+    assert halves == batched

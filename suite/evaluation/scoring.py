@@ -5,7 +5,8 @@
   batch size or on the number of processes: every process computes the same numbers.
 - An attack's adversarial inputs are scored with the verdict of one example per forward pass, so
   it never depends on which other examples shared its batch, or on the resume point: a batch is
-  scored at once and every near tie again alone (:func:`score_batch`).
+  scored at once and every near tie again alone (:func:`score_batch`); text, through the
+  model's pooled rows, whose values do not depend on the batch on the CPU.
 
 A score is the model's correctness in [0, 1] (:meth:`Classifier.correctness`), the class its
 logits favour, and its confidence (the largest softmax probability, in float64). An attack's
@@ -35,7 +36,7 @@ TIE_MARGIN = 1e-3
 TIE_MARGIN_CUDA = 3e-2
 #: Bumped whenever records computed by this module would change (what correctness, robust or
 #: the clean pass mean): part of a run's identity, so records of an older scoring are not resumed.
-SCORING_VERSION = 2
+SCORING_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -105,16 +106,29 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
     margin (float32 on the CPU: about 1e-6 of the scale; TF32 on CUDA, about 1e-3, so the margin
     there is :data:`TIE_MARGIN_CUDA`), so any verdict the batch could flip is rescored alone: the
     records are those of one example per forward pass (image records keep no confidence, only
-    the verdict). Text (whose records keep the confidence) and randomized models (fractional
-    correctness) are scored one example at a time, as before.
+    the verdict). A text model's batch goes through :meth:`Classifier.text_rows`, whose rows on
+    the CPU depend on their own text alone (the record keeps that row's confidence); one
+    without it, and randomized models (fractional correctness), are scored one example at a
+    time.
     """
-    if model.modality != "image" or len(examples) < 2 or not model.argmax_verdicts:
+    if len(examples) < 2 or not model.argmax_verdicts:
         return [score_output(model, ex, out, correct) for ex, out, correct in zip(examples, outputs, clean_correct)]
-    inputs = torch.stack([ex.input if out.adversarial is None else out.adversarial for ex, out in zip(examples, outputs)])
-    logits = model.logits(inputs).detach().double().cpu()
+    inputs = [ex.input if out.adversarial is None else out.adversarial for ex, out in zip(examples, outputs)]
+    if model.modality == "text":
+        # Text models that pool texts (Classifier.text_rows) give each row a value that depends
+        # on its text alone on the CPU, so the batch's verdicts are those of each text alone and
+        # nothing is rescored; on CUDA a pass rounds as a batch does, and near ties are rescored.
+        logits = model.text_rows(inputs)
+        if logits is None:
+            return [score_output(model, ex, out, correct) for ex, out, correct in zip(examples, outputs, clean_correct)]
+        logits = logits.double()
+    else:
+        logits = model.logits(torch.stack(inputs)).detach().double().cpu()
     top = logits.topk(2, dim=1).values
     margin = TIE_MARGIN_CUDA if model.device.type == "cuda" else TIE_MARGIN
     near = (top[:, 0] - top[:, 1]) <= margin * logits.abs().amax(dim=1).clamp_min(1.0)
+    if model.modality == "text" and model.device.type == "cpu":
+        near = torch.zeros_like(near)
     scores = []
     for row, (example, output, correct) in enumerate(zip(examples, outputs, clean_correct)):
         if near[row]:

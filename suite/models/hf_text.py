@@ -88,7 +88,8 @@ class HFTextClassifier(TorchClassifier):
         rows = torch.empty(len(texts), self.num_classes)
         if not texts:
             return rows
-        lengths = [len(ids) for ids in self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]]
+        encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
+        lengths = [len(ids) for ids in encoded["input_ids"]]
         cpu = self.device.type == "cpu"
         if cpu:
             lengths = [min(-(-length // CPU_LENGTH_STEP) * CPU_LENGTH_STEP, self.max_length) for length in lengths]
@@ -104,15 +105,33 @@ class HFTextClassifier(TorchClassifier):
                 passes.append([index])
         with torch.no_grad():
             for members in passes:
-                batch = [texts[i] for i in members]
-                if not cpu:
-                    rows[members] = self._forward(batch).float().cpu()
-                    continue
-                batch += batch[:1] * (CPU_MIN_ROWS - len(batch))
-                encoded = self.tokenizer(batch, padding="max_length", truncation=True, max_length=lengths[members[0]],
-                                         return_tensors="pt")
-                rows[members] = self.module(**encoded).logits[: len(members)].float()
+                filled = members + members[:1] * (CPU_MIN_ROWS - len(members)) if cpu else members
+                length = lengths[members[-1]]  # CPU: the pass's one length; CUDA: its longest text
+                inputs = self._padded(encoded, filled, length)
+                if inputs is None:  # a tokenizer this cannot pad: let it pad its own output
+                    inputs = self.tokenizer([texts[i] for i in filled], padding="max_length", truncation=True,
+                                            max_length=length, return_tensors="pt")
+                inputs = {key: value.to(self.device) for key, value in inputs.items()}
+                rows[members] = self.module(**inputs).logits[: len(members)].float().cpu()
         return rows
+
+    def _padded(self, encoded, members: list[int], length: int) -> dict[str, torch.Tensor] | None:
+        """The tokenizer's own ``padding="max_length"`` output for these rows of ``encoded`` (one
+        unpadded encoding of every text), built without tokenising again; ``None`` when the
+        encoding holds a field whose padding value this does not know."""
+        tokenizer = self.tokenizer
+        values = {"input_ids": tokenizer.pad_token_id, "attention_mask": 0,
+                  "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
+        if values["input_ids"] is None or any(key not in values for key in encoded.keys()):
+            return None
+        left = getattr(tokenizer, "padding_side", "right") == "left"
+        padded = {}
+        for key in encoded.keys():
+            column = encoded[key]
+            rows = [[values[key]] * (length - len(column[i])) for i in members]
+            padded[key] = torch.tensor([pad + column[i] if left else column[i] + pad
+                                        for i, pad in zip(members, rows)], dtype=torch.long)
+        return padded
 
     def _forward(self, batch: Sequence[str]) -> torch.Tensor:
         if isinstance(batch, str):
