@@ -32,6 +32,14 @@ broken by some random starts and not others. Runs with disjoint seeds can go to 
 ``--json`` files (two processes) and be merged with ``--table``:
 
     python bench/held_out.py --autoattack-src /tmp/autoattack-src --models builtin:digits-cnn --seeds 0 1 2 --json /tmp/spread.json
+
+With ``--boundary-from`` (earlier ``--seeds`` files), the examples on the boundary instead: those
+some run broke and another did not. Each attack runs on them alone with each of
+``--boundary-seeds`` seeds (from 1000 up, unused by the spread), giving every example's break
+frequency per attack; their sums are each attack's expected number broken on the boundary (the
+other examples are broken by every run or by none):
+
+    python bench/held_out.py --autoattack-src /tmp/autoattack-src --models builtin:digits-cnn --boundary-from /tmp/spread.json --boundary-seeds 20 --json /tmp/boundary.json
 """
 
 from __future__ import annotations
@@ -325,6 +333,52 @@ def spread_case(model_name: str, module: nn.Module, norm: str, eps: float, n: in
     return case
 
 
+def boundary_indices(cases: list[dict]) -> list[int]:
+    """Examples some run of some attack broke and another run did not."""
+    runs = [set(run["broken"]) for case in cases for seeds in case["spread"].values() for run in seeds.values()]
+    return sorted(set().union(*runs) - set.intersection(*runs)) if runs else []
+
+
+def boundary_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, indices: list[int],
+                  seeds: list[int], batch_size: int, official: bool, variants: list[str]) -> dict:
+    """How many of ``seeds`` break each of ``indices`` (positions in the n test digits), per attack."""
+    served = from_module(module, input_size=(1, 32, 32), labels=[str(d) for d in range(10)], name=model_name,
+                         device="cpu")
+    everything = load_eval_set(DatasetConfig(spec="builtin:digits", n=n), served, 0).examples
+    chosen = [everything[i] for i in indices]
+    x = torch.stack([ex.input for ex in chosen])
+    y = torch.tensor([ex.label for ex in chosen])
+    case = {"model": model_name, "norm": norm, "eps": eps, "n": n, "indices": indices, "seeds": seeds,
+            "hits": {}, "seconds": {}}
+    attacks = {"auto": ("auto", {}), **{label: SPREAD_VARIANTS[label] for label in variants}}
+    labels = (["autoattack (official)"] if official else []) + list(attacks)
+    for label in labels:
+        hits, seconds = [0] * len(indices), 0.0
+        for seed in seeds:
+            if label == "autoattack (official)":
+                broken, took, _, _ = run_official(module, x, y, norm, eps, seed, batch_size)
+            else:
+                name, params = attacks[label]
+                broken, took = run_suite(served, chosen, name, {"norm": norm, "eps": eps, **params}, seed, batch_size)
+            hits = [h + int(b) for h, b in zip(hits, broken)]
+            seconds += took
+        case["hits"][label], case["seconds"][label] = hits, seconds
+        print(f"  {model_name} boundary {label}: {dict(zip(indices, hits))} of {len(seeds)} seeds", flush=True)
+    return case
+
+
+def boundary_table(case: dict) -> str:
+    """Per boundary example, each attack's break frequency; the sums are expected counts broken."""
+    labels = list(case["hits"])
+    k = len(case["seeds"])
+    lines = ["| test digit | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for row, index in enumerate(case["indices"]):
+        lines.append(f"| {index} | " + " | ".join(f"{case['hits'][label][row]}/{k}" for label in labels) + " |")
+    lines.append("| expected broken (of these) | " + " | ".join(
+        f"{sum(case['hits'][label]) / k:.2f}" for label in labels) + " |")
+    return "\n".join(lines)
+
+
 def spread_table(cases: list[dict]) -> str:
     """Per attack: robust accuracy per seed and its mean, and examples missed against official
     AutoAttack at every other seed (AutoAttack against itself: the noise floor)."""
@@ -416,15 +470,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", help="the spread over these seeds instead (see above)")
     parser.add_argument("--spread-variants", nargs="*", default=[], choices=list(SPREAD_VARIANTS),
                         help="--seeds: variants of auto run at every seed too")
+    parser.add_argument("--boundary-from", nargs="+", help="the boundary examples of these --seeds files (see above)")
+    parser.add_argument("--boundary-seeds", type=int, default=20, help="--boundary-from: seeds per attack")
     parser.add_argument("--json", help="write the numbers here")
     parser.add_argument("--table", nargs="+", help="only print the table of these earlier --json files")
     args = parser.parse_args()
     if args.table:
         cases = [case for path in args.table for case in json.loads(Path(path).read_text())["cases"]]
         spread = [case for case in cases if "spread" in case]
-        print(table([case for case in cases if "spread" not in case]) if len(spread) < len(cases) else "")
+        plain = [case for case in cases if "spread" not in case and "hits" not in case]
+        if plain:
+            print(table(plain))
         if spread:
             print(spread_table(spread))
+        for case in cases:
+            if "hits" in case:
+                print(boundary_table(case))
         return
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -449,6 +510,20 @@ def main() -> None:
             threats = [("linf", MODELS[name][1])] + ([("l2", 1.0)] if name in l2 else [])
         report["models"].append(info)
         for norm, eps in threats:
+            if args.boundary_from:
+                spread = [case for path in args.boundary_from for case in json.loads(Path(path).read_text())["cases"]
+                          if case["model"] == name and case["norm"] == norm and case["eps"] == eps]
+                if not spread or not boundary_indices(spread):
+                    print(f"{name} {norm} {eps}: no such spread case, or every run broke the same examples")
+                    continue
+                case = boundary_case(name, module, norm, eps, spread[0]["n"], boundary_indices(spread),
+                                     list(range(1000, 1000 + args.boundary_seeds)), args.batch_size,
+                                     source is not None, args.spread_variants)
+                report["cases"].append(case)
+                if args.json:
+                    Path(args.json).write_text(json.dumps(report, indent=2))
+                print(boundary_table(case))
+                continue
             if args.seeds:
                 report["cases"].append(spread_case(name, module, norm, eps, args.n, args.seeds, args.batch_size,
                                                    source is not None, args.spread_variants))
@@ -461,7 +536,8 @@ def main() -> None:
             if args.json:
                 Path(args.json).write_text(json.dumps(report, indent=2))
     print()
-    print(spread_table(report["cases"]) if args.seeds else table(report["cases"]))
+    if not args.boundary_from:
+        print(spread_table(report["cases"]) if args.seeds else table(report["cases"]))
 
 
 if __name__ == "__main__":
