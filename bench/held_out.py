@@ -220,17 +220,21 @@ def _autoattack_path(flag: str | None) -> str | None:
     return None
 
 
-def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, seed: int, batch_size: int,
-                  quick: bool, official: bool, slow_stages: bool = True, variant: bool = True) -> dict:
+def _digits(module: nn.Module, model_name: str, n: int, seed: int):
+    """The served model, the n test digits, their tensors, and the positions it classifies correctly."""
     served = from_module(module, input_size=(1, 32, 32), labels=[str(d) for d in range(10)], name=model_name,
                          device="cpu")
-    eval_set = load_eval_set(DatasetConfig(spec="builtin:digits", n=n), served, seed)
-    everything = eval_set.examples
+    everything = load_eval_set(DatasetConfig(spec="builtin:digits", n=n), served, seed).examples
     x_all = torch.stack([ex.input for ex in everything])
     y_all = torch.tensor([ex.label for ex in everything])
     with torch.no_grad():
         clean = (module(x_all).argmax(1) == y_all)
-    positions = clean.nonzero().squeeze(1).tolist()
+    return served, everything, x_all, y_all, clean.nonzero().squeeze(1).tolist()
+
+
+def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, seed: int, batch_size: int,
+                  quick: bool, official: bool, slow_stages: bool = True, variant: bool = True) -> dict:
+    served, everything, x_all, y_all, positions = _digits(module, model_name, n, seed)
     correct = [everything[i] for i in positions]
     x, y = x_all[positions], y_all[positions]
     case = {"model": model_name, "norm": norm, "eps": eps, "n": len(everything), "clean_accuracy": len(correct) / n,
@@ -305,14 +309,7 @@ SPREAD_VARIANTS = {
 def spread_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, seeds: list[int], batch_size: int,
                 official: bool, variants: list[str]) -> dict:
     """Every seed's broken set (indices into the n test digits) per attack, on the same digits."""
-    served = from_module(module, input_size=(1, 32, 32), labels=[str(d) for d in range(10)], name=model_name,
-                         device="cpu")
-    everything = load_eval_set(DatasetConfig(spec="builtin:digits", n=n), served, 0).examples
-    x_all = torch.stack([ex.input for ex in everything])
-    y_all = torch.tensor([ex.label for ex in everything])
-    with torch.no_grad():
-        clean = (module(x_all).argmax(1) == y_all)
-    positions = clean.nonzero().squeeze(1).tolist()
+    served, everything, x_all, y_all, positions = _digits(module, model_name, n, 0)
     correct = [everything[i] for i in positions]
     case = {"model": model_name, "norm": norm, "eps": eps, "n": n, "clean": len(correct), "spread": {}}
     common = {"norm": norm, "eps": eps}
@@ -342,9 +339,7 @@ def boundary_indices(cases: list[dict]) -> list[int]:
 def boundary_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, indices: list[int],
                   seeds: list[int], batch_size: int, official: bool, variants: list[str]) -> dict:
     """How many of ``seeds`` break each of ``indices`` (positions in the n test digits), per attack."""
-    served = from_module(module, input_size=(1, 32, 32), labels=[str(d) for d in range(10)], name=model_name,
-                         device="cpu")
-    everything = load_eval_set(DatasetConfig(spec="builtin:digits", n=n), served, 0).examples
+    served, everything, _, _, _ = _digits(module, model_name, n, 0)
     chosen = [everything[i] for i in indices]
     x = torch.stack([ex.input for ex in chosen])
     y = torch.tensor([ex.label for ex in chosen])
