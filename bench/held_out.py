@@ -303,6 +303,8 @@ def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: 
 #: ``--spread-variants``: label → (attack, parameters) run at every seed beside ``auto``.
 SPREAD_VARIANTS = {
     "auto target_steps=100": ("auto", {"target_steps": 100}),
+    "auto target_steps=50": ("auto", {"target_steps": 50}),
+    "auto target_steps=60": ("auto", {"target_steps": 60}),
 }
 
 
@@ -462,6 +464,7 @@ def main() -> None:
     parser.add_argument("--no-slow-stages", action="store_true",
                         help="skip the FAB-T and Square last stages (each costs about what AutoAttack's own does)")
     parser.add_argument("--no-variant", action="store_true", help="skip the variant target_steps: 100 of auto")
+    parser.add_argument("--no-linf", action="store_true", help="trained models: only the L2 cases of --l2")
     parser.add_argument("--seeds", type=int, nargs="+", help="the spread over these seeds instead (see above)")
     parser.add_argument("--spread-variants", nargs="*", default=[], choices=list(SPREAD_VARIANTS),
                         help="--seeds: variants of auto run at every seed too")
@@ -502,7 +505,7 @@ def main() -> None:
         else:
             module, info = train_model(name, Path(args.cache))
             print(f"{name}: trained in {info['train_seconds']:.0f}s", flush=True)
-            threats = [("linf", MODELS[name][1])] + ([("l2", 1.0)] if name in l2 else [])
+            threats = ([] if args.no_linf else [("linf", MODELS[name][1])]) + ([("l2", 1.0)] if name in l2 else [])
         report["models"].append(info)
         for norm, eps in threats:
             if args.boundary_from:
