@@ -21,6 +21,7 @@ the test subset). Times are wall seconds on this machine; the ratios are the res
 
     python bench/held_out.py --autoattack-src /tmp/autoattack-src --n 300 --json /tmp/held_out.json
     python bench/held_out.py --quick                         # 60 digits, two models, no FAB/Square
+    python bench/held_out.py --models cnn-at0.1-s1 --l2 cnn-at0.1-s1 --no-linf  # only its L2 1.0 case
     python bench/held_out.py --table /tmp/a.json /tmp/b.json  # print the table of earlier runs
 
 With ``--seeds``, the spread over seeds instead (one case per model and threat, every seed on
