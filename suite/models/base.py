@@ -130,7 +130,8 @@ class Classifier(ABC):
         """Text models: logits of texts gathered from several searches (N×C, float32, CPU, no grad),
         or ``None`` when the model cannot pool unrelated texts (then each search's texts are sent
         to :meth:`logits` on their own, as one search alone would send them). Cooperative text
-        searches pool their candidates through it (:mod:`suite.attacks.text.cooperative`).
+        searches pool their candidates through it (:mod:`suite.attacks.text.cooperative`), and a text
+        attack's records are scored through it (:func:`suite.evaluation.scoring.score_batch`).
 
         On the CPU each row's value must not depend on which texts share its pass, so that a
         search's result does not depend on the other searches of its block (hence on the batch
