@@ -24,8 +24,8 @@ import torch
 from suite.attacks import build_attack
 from suite.attacks.text.recipes import TextAttackRecipe
 from suite.data.base import Example
-from suite.models.base import Classifier
 from suite.models import hf_text
+from suite.models.base import Classifier
 from suite.models.temperature import Memoised, TemperatureScaled
 from suite.seeding import example_seed
 
