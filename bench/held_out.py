@@ -512,26 +512,21 @@ def main() -> None:
             if args.boundary_from:
                 spread = [case for path in args.boundary_from for case in json.loads(Path(path).read_text())["cases"]
                           if case["model"] == name and case["norm"] == norm and case["eps"] == eps]
-                if not spread or not boundary_indices(spread):
+                indices = boundary_indices(spread)
+                if not indices:
                     print(f"{name} {norm} {eps}: no such spread case, or every run broke the same examples")
                     continue
-                case = boundary_case(name, module, norm, eps, spread[0]["n"], boundary_indices(spread),
+                case = boundary_case(name, module, norm, eps, spread[0]["n"], indices,
                                      list(range(1000, 1000 + args.boundary_seeds)), args.batch_size,
                                      source is not None, args.spread_variants)
-                report["cases"].append(case)
-                if args.json:
-                    Path(args.json).write_text(json.dumps(report, indent=2))
                 print(boundary_table(case))
-                continue
-            if args.seeds:
-                report["cases"].append(spread_case(name, module, norm, eps, args.n, args.seeds, args.batch_size,
-                                                   source is not None, args.spread_variants))
-                if args.json:
-                    Path(args.json).write_text(json.dumps(report, indent=2))
-                continue
-            report["cases"].append(evaluate_case(name, module, norm, eps, args.n, args.seed, args.batch_size,
-                                                 args.quick, source is not None, not args.no_slow_stages,
-                                                 not args.no_variant))
+            elif args.seeds:
+                case = spread_case(name, module, norm, eps, args.n, args.seeds, args.batch_size, source is not None,
+                                   args.spread_variants)
+            else:
+                case = evaluate_case(name, module, norm, eps, args.n, args.seed, args.batch_size, args.quick,
+                                     source is not None, not args.no_slow_stages, not args.no_variant)
+            report["cases"].append(case)
             if args.json:
                 Path(args.json).write_text(json.dumps(report, indent=2))
     print()

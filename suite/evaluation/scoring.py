@@ -111,23 +111,21 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
     without it, and randomized models (fractional correctness), are scored one example at a
     time.
     """
-    if len(examples) < 2 or not model.argmax_verdicts:
-        return [score_output(model, ex, out, correct) for ex, out, correct in zip(examples, outputs, clean_correct)]
     inputs = [ex.input if out.adversarial is None else out.adversarial for ex, out in zip(examples, outputs)]
-    if model.modality == "text":
-        # Text models that pool texts (Classifier.text_rows) give each row a value that depends
+    text = model.modality == "text"
+    logits = None
+    if len(examples) >= 2 and model.argmax_verdicts:
+        # A text model that pools texts (Classifier.text_rows) gives each row a value that depends
         # on its text alone on the CPU, so the batch's verdicts are those of each text alone and
         # nothing is rescored; on CUDA a pass rounds as a batch does, and near ties are rescored.
-        logits = model.text_rows(inputs)
-        if logits is None:
-            return [score_output(model, ex, out, correct) for ex, out, correct in zip(examples, outputs, clean_correct)]
-        logits = logits.double()
-    else:
-        logits = model.logits(torch.stack(inputs)).detach().double().cpu()
+        logits = model.text_rows(inputs) if text else model.logits(torch.stack(inputs)).detach().cpu()
+    if logits is None:
+        return [score_output(model, ex, out, correct) for ex, out, correct in zip(examples, outputs, clean_correct)]
+    logits = logits.double()
     top = logits.topk(2, dim=1).values
     margin = TIE_MARGIN_CUDA if model.device.type == "cuda" else TIE_MARGIN
     near = (top[:, 0] - top[:, 1]) <= margin * logits.abs().amax(dim=1).clamp_min(1.0)
-    if model.modality == "text" and model.device.type == "cpu":
+    if text and model.device.type == "cpu":
         near = torch.zeros_like(near)
     scores = []
     for row, (example, output, correct) in enumerate(zip(examples, outputs, clean_correct)):
