@@ -32,9 +32,11 @@ are attacked by ``suite.evaluate`` and by a plain TextAttack loop (``HuggingFace
 ``Attack.attack`` per example, seeded per example as the suite seeds it), each in a fresh
 process. It reports the end-to-end ratio (process start to exit, imports, loading, scoring and
 writing included), the attack-loop ratio, the examples with the same perturbed text and outcome,
-and the model's forward passes and rows on each side:
+and the model's forward passes and rows on each side. With ``--repeats k`` each side runs k
+times, alternating with the other, and the times are medians (every run's wall time is kept in
+the JSON; searches and counts are the same in every run):
 
-    python bench/text_attacks.py --speed --ns 60 240 960 --workdir /tmp/text-speed --json /tmp/text-speed.json
+    python bench/text_attacks.py --speed --ns 60 240 960 --repeats 3 --workdir /tmp/text-speed --json /tmp/text-speed.json
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -189,13 +192,23 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
         examples = workdir / f"examples-{n}.json"
         examples.write_text(json.dumps({"texts": [texts[i] for i in chosen], "labels": [labels[i] for i in chosen]}))
         for recipe in args.recipes:
-            sides = {side: _speed_child(side, recipe, examples, model_dir, workdir) for side in ("plain", "suite")}
+            # Each side --repeats times, alternating (plain, suite, plain, ...); the median wall and
+            # loop times per side: this machine's timings drift by 20 % and more between runs.
+            runs = [{side: _speed_child(side, recipe, examples, model_dir, workdir) for side in ("plain", "suite")}
+                    for _ in range(args.repeats)]
+            sides = {side: {**runs[0][side], **{key: statistics.median(run[side][key] for run in runs)
+                                                for key in ("wall", "loop")},
+                            "walls": [run[side]["wall"] for run in runs]}
+                     for side in ("plain", "suite")}
             plain, ours = sides["plain"], sides["suite"]
+            for side in ("plain", "suite"):
+                if any(run[side]["examples"] != runs[0][side]["examples"] for run in runs):
+                    print(f"{recipe} n={len(chosen)}: {side}'s runs found different examples", flush=True)
             same = sum(a == b for a, b in zip(plain["examples"], ours["examples"]))
             row = {"recipe": recipe, "n": len(chosen), "identical_examples": same,
                    "end_to_end_ratio": plain["wall"] / ours["wall"], "loop_ratio": plain["loop"] / ours["loop"],
                    **{f"{side}_{key}": value[key] for side, value in sides.items()
-                      for key in ("wall", "loop", "passes", "rows", "successes")}}
+                      for key in ("wall", "loop", "passes", "rows", "successes", "walls")}}
             report["rows"].append(row)
             print(f"{recipe} n={row['n']}: end to end x{row['end_to_end_ratio']:.2f} ({plain['wall']:.1f} s -> "
                   f"{ours['wall']:.1f} s), loop x{row['loop_ratio']:.2f} ({plain['loop']:.1f} s -> {ours['loop']:.1f} s), "
@@ -374,6 +387,8 @@ def main() -> int:
                         help="the suite vs a plain TextAttack loop, each in a fresh process, at each --ns")
     parser.add_argument("--ns", type=int, nargs="+", default=[60, 240, 960], help="--speed: examples per comparison")
     parser.add_argument("--recipes", nargs="+", default=list(SPEED_RECIPES), help="--speed: recipes")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="--speed: runs of each side, alternating; the table gives the medians")
     parser.add_argument("--speed-child", choices=["plain", "suite"], help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
     parser.add_argument("--examples", type=Path, help=argparse.SUPPRESS)

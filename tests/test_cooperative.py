@@ -285,3 +285,28 @@ def test_pooled_rows_pad_as_the_tokenizer_pads(sentiment_model, examples, side, 
             alone = tokenizer([text] * hf_text.CPU_MIN_ROWS, padding="max_length", max_length=padded,
                               return_tensors="pt")
             assert torch.equal(rows[i], sentiment_model.module(**alone).logits[0].float())
+
+
+def test_a_task_runs_each_text_through_the_model_once(sentiment_model, examples, tmp_path, monkeypatch):
+    """The clean pass, every adversary's searches and the scoring of their records share the
+    task's memo of the served model's rows: no text reaches the model twice, and the records
+    are those of a run without the memo (tests/test_illusion.py)."""
+    import json
+
+    import suite
+
+    seen: list[str] = []
+    original = hf_text.HFTextClassifier.text_rows
+
+    def counting(self, texts):
+        seen.extend(texts)
+        return original(self, texts)
+
+    monkeypatch.setattr(hf_text.HFTextClassifier, "text_rows", counting)
+    data = ([ex.input for ex in examples], [ex.label for ex in examples])
+    suite.evaluate(sentiment_model, data, attacks=["deepwordbug"], adversary=["none", "cal"], output=tmp_path / "run")
+    assert len(seen) == len(set(seen))
+    records = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
+    adversarial = {r["adversarial"] for r in records if r["kind"] == "attack"}
+    assert {ex.input for ex in examples} <= set(seen) and adversarial <= set(seen)
+    assert {r["attack"] for r in records if r["kind"] == "attack"} == {"deepwordbug", "deepwordbug@cal"}

@@ -140,7 +140,8 @@ def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: 
             batch = shard[start : start + prepared.fixed_batch_size]
             outputs = attack.run(view, [ex for ex, _ in batch], prepared.attack_seed)
             robust += sum(score["robust"] for score in
-                          score_batch(prepared.model, [ex for ex, _ in batch], outputs, [c for _, c in batch]))
+                          score_batch(prepared.model, [ex for ex, _ in batch], outputs, [c for _, c in batch],
+                                      pooled=searched))
         # Every process gets the same total, so all follow the same Brent path.
         q = processes.sum(robust) / len(pool)
         logger.info("%s: opt %s: T=%.4g Q=%.3f", prepared.name, key, temperature, q)

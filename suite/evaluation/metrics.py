@@ -14,8 +14,10 @@ threat model). Examples with clean correctness 0 are not attacked and count 0.
 
 Each comes with its 95% confidence interval (:mod:`suite.intervals`).
 
-Clean accuracy goes through the ``evaluate`` library (a metric defined here, so nothing is
-fetched from the Hub).
+Clean accuracy is a plain mean too. It went through an ``evaluate`` library metric (the same
+sum over the same count) until that import, which pulls in ``datasets`` and transformers'
+pipelines, was measured at about 0.6 s of every run: more than a text attack's scoring of its
+records.
 """
 
 from __future__ import annotations
@@ -23,35 +25,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import datasets
-import evaluate
-
 from suite.intervals import accuracy_interval
 
 Records = Mapping[str, Mapping[str, Any]]
 
 
-class ExpectedAccuracy(evaluate.Metric):
-    """Mean of per-example correctness in [0, 1] (plain accuracy for a deterministic model)."""
-
-    def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description="Mean per-example correctness in [0, 1]: accuracy, or expected accuracy of a randomized model.",
-            citation="",
-            inputs_description="correctness: one number in [0, 1] per example",
-            features=datasets.Features({"correctness": datasets.Value("float64")}),
-        )
-
-    def _compute(self, correctness: Sequence[float]) -> dict[str, float]:
-        return {"accuracy": sum(correctness) / len(correctness) if correctness else 0.0}
-
-
 def accuracy(correctness: Sequence[float]) -> float:
-    """Mean correctness through ``evaluate`` (in memory: no cache files)."""
+    """Mean correctness (0 over no examples)."""
     if not correctness:
         return 0.0
-    metric = ExpectedAccuracy(keep_in_memory=True)
-    return float(metric.compute(correctness=[float(value) for value in correctness])["accuracy"])
+    return sum(float(value) for value in correctness) / len(correctness)
 
 
 def attack_metrics(clean: Sequence[Mapping[str, Any]], attacked: Records) -> dict[str, Any]:

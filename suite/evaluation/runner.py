@@ -60,12 +60,14 @@ def _execute(prepared: PreparedTask) -> Results | None:
     clean_start = time.perf_counter()
     # Every process scores every example in the same fixed chunks: the logits, and everything
     # fitted on them, are bit-identical in every process and to a one-process run.
-    clean = clean_scores(prepared.model, prepared.eval_set.examples)
+    # A text model's memo of its rows: the clean pass seeds it, the searches and the scoring of
+    # their records read it (a text is run through the model once per task).
+    searched = search_model(prepared.model)
+    clean = clean_scores(searched, prepared.eval_set.examples)
     _record_clean(prepared, clean)
     clean_seconds = time.perf_counter() - clean_start
     fit = clean if prepared.fit_set is prepared.eval_set else (
-        clean_scores(prepared.model, prepared.fit_set.examples) if prepared.fit_set is not None else None)
-    searched = search_model(prepared.model)
+        clean_scores(searched, prepared.fit_set.examples) if prepared.fit_set is not None else None)
     adversary = adversary_temperatures(prepared, fit, searched)
     # A randomized ensemble's every query is a fresh draw: its searches are never reused.
     done: list[tuple[AttackRun, tuple[str, float | None]]] = []
@@ -76,7 +78,7 @@ def _execute(prepared: PreparedTask) -> Results | None:
         if twin is not None:
             _copy_pass(prepared, run, twin, search[1])
         else:
-            _attack_pass(prepared, run, view_for(searched, adversary, run), search[1])
+            _attack_pass(prepared, run, view_for(searched, adversary, run), search[1], searched)
         done.append((run, search))
     compute_seconds = processes.sum(time.perf_counter() - start)
     if not processes.is_main:
@@ -127,9 +129,11 @@ def _record_clean(prepared: PreparedTask, clean: CleanScores) -> None:
     store.share()
 
 
-def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, temperature: float | None) -> None:
+def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, temperature: float | None,
+                 searched: Classifier) -> None:
     """Attack every pending example on ``view`` (the served model, or an adversary's view of it:
-    ``logits / T_a``, or Platt's ``a ⊙ logits + b``); what it finds is scored on the served model.
+    ``logits / T_a``, or Platt's ``a ⊙ logits + b``); what it finds is scored on the served model
+    (a text's row from ``searched``, the memo of the served model's rows, where it has it).
     ``temperature`` is recorded with each example (``None``: Platt's view, recorded in results)."""
     store, model = prepared.store, prepared.model
     pending = [ex for ex in store.processes.shard(prepared.attacked()) if not store.has("attack", ex.id, run.key)]
@@ -152,7 +156,7 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
         if prepared.options.log_samples and store.directory is not None:
             _save_adversarial(prepared, run, batch, outputs)
         clean = [store.get("clean", ex.id)["correct"] for ex in batch]
-        scores = score_batch(model, batch, outputs, clean)
+        scores = score_batch(model, batch, outputs, clean, pooled=searched)
         store.append(attack_record(run.key, model, ex, out, correct, temperature, score)
                      for ex, out, correct, score in zip(batch, outputs, clean, scores))
         progress.update(len(batch))

@@ -2,7 +2,9 @@
 
 - Clean inputs are scored in fixed chunks of :data:`SCORE_CHUNK` examples in evaluation order, so
   their logits (which calibration and the adversary temperatures also use) never depend on the
-  batch size or on the number of processes: every process computes the same numbers.
+  batch size or on the number of processes: every process computes the same numbers. A text
+  model's go through its pooled rows, as its searches' and records' do, so a text has one value
+  per task.
 - An attack's adversarial inputs are scored with the verdict of one example per forward pass, so
   it never depends on which other examples shared its batch, or on the resume point: a batch is
   scored at once and every near tie again alone (:func:`score_batch`); text, through the
@@ -36,7 +38,7 @@ TIE_MARGIN = 1e-3
 TIE_MARGIN_CUDA = 3e-2
 #: Bumped whenever records computed by this module would change (what correctness, robust or
 #: the clean pass mean): part of a run's identity, so records of an older scoring are not resumed.
-SCORING_VERSION = 3
+SCORING_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -54,15 +56,27 @@ def stack(model: Classifier, inputs: Sequence[Any]) -> Any:
 
 def clean_scores(model: Classifier, examples: Sequence[Example]) -> CleanScores:
     """Logits and correctness of ``examples`` in fixed chunks of :data:`SCORE_CHUNK` (a chunk
-    that runs out of device memory is scored in halves, with a log line: :mod:`.batching`)."""
+    that runs out of device memory is scored in halves, with a log line: :mod:`.batching`).
+
+    A text model that pools texts is scored through its :meth:`~Classifier.text_rows`, the rows
+    its searches and records read: a text has one logit vector per task (on the CPU, its
+    text's alone). The runner passes the task's memo of those rows
+    (:class:`~suite.models.temperature.Memoised`), so every search's first query, its
+    unperturbed text, is answered from the clean pass."""
     from suite.evaluation.batching import run_in_batches
 
     logits, correct = [], []
 
+    pools = model.modality == "text" and model.argmax_verdicts
+
     def score(chunk: list[Example]) -> None:
         batch = stack(model, [example.input for example in chunk])
         labels = torch.tensor([example.label for example in chunk])
-        chunk_logits, chunk_correct = model.scores(batch, labels)
+        rows = model.text_rows(batch) if pools else None
+        if rows is not None:
+            chunk_logits, chunk_correct = rows, model.correctness(batch, labels, logits=rows)
+        else:
+            chunk_logits, chunk_correct = model.scores(batch, labels)
         correct.append(chunk_correct)
         logits.append(chunk_logits.cpu())
 
@@ -97,7 +111,7 @@ def score_outputs(model: Classifier, examples: Sequence[Example], outputs: Seque
 
 
 def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequence[AttackOutput],
-                clean_correct: Sequence[float]) -> list[dict[str, Any]]:
+                clean_correct: Sequence[float], pooled: Classifier | None = None) -> list[dict[str, Any]]:
     """:func:`score_output` of a whole attack batch, with the verdicts of scoring each alone.
 
     A deterministic image model is scored in one forward pass; each example whose two largest
@@ -110,6 +124,12 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
     the CPU depend on their own text alone (the record keeps that row's confidence); one
     without it, and randomized models (fractional correctness), are scored one example at a
     time.
+
+    ``pooled`` is where a text batch's rows come from: the task's memo of the served model's
+    rows (:class:`~suite.models.temperature.Memoised`), which holds every text the search
+    scored, so the adversarial texts are not run through the model again. On the CPU its rows
+    are the model's own ``text_rows`` rows, bit for bit. Default: the model. Examples scored
+    alone (near ties on CUDA) always go to the model itself.
     """
     inputs = [ex.input if out.adversarial is None else out.adversarial for ex, out in zip(examples, outputs)]
     text = model.modality == "text"
@@ -118,7 +138,8 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
         # A text model that pools texts (Classifier.text_rows) gives each row a value that depends
         # on its text alone on the CPU, so the batch's verdicts are those of each text alone and
         # nothing is rescored; on CUDA a pass rounds as a batch does, and near ties are rescored.
-        logits = model.text_rows(inputs) if text else model.logits(torch.stack(inputs)).detach().cpu()
+        logits = ((pooled or model).text_rows(inputs) if text
+                  else model.logits(torch.stack(inputs)).detach().cpu())
     if logits is None:
         return [score_output(model, ex, out, correct) for ex, out, correct in zip(examples, outputs, clean_correct)]
     logits = logits.double()

@@ -38,7 +38,7 @@ Fraction = Field(ge=0.0, le=1.0)
 #: A 95% confidence interval [low, high] of an accuracy (:mod:`suite.intervals`); ``None`` in
 #: files written before intervals were recorded.
 Interval = Annotated[list[Annotated[float, Field(ge=0.0, le=1.0)]], Field(min_length=2, max_length=2)]
-TRACKED_PACKAGES = ("torch", "transformers", "timm", "textattack", "datasets", "evaluate", "accelerate", "numpy")
+TRACKED_PACKAGES = ("torch", "transformers", "timm", "textattack", "datasets", "accelerate", "numpy")
 
 
 class _Strict(BaseModel):
