@@ -303,6 +303,8 @@ def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: 
 
 #: ``--spread-variants``: label → (attack, parameters) run at every seed beside ``auto``.
 SPREAD_VARIANTS = {
+    # auto before its last search towards the closest target (best_target_steps) was added.
+    "auto best_target_steps=0": ("auto", {"best_target_steps": 0}),
     "auto target_steps=100": ("auto", {"target_steps": 100}),
     "auto target_steps=50": ("auto", {"target_steps": 50}),
     "auto target_steps=60": ("auto", {"target_steps": 60}),

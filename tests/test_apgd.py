@@ -219,6 +219,7 @@ def test_evaluate_without_attacks_runs_auto_on_images(tmp_path):
     assert list(results.attacks) == ["auto"]
     entry = results.attacks["auto"]
     assert [part["attack"] for part in entry.budget["components"]] == ["apgd_ce", "apgd_t"]
+    assert entry.budget["components"][1]["best_target_steps"] == 100  # the closest target's last search
     assert entry.robust_accuracy < results.clean_accuracy  # ε = 8/255 breaks the standard CNN
 
 
@@ -247,7 +248,7 @@ def test_deterministic_option_sets_kernels_and_restores_them():
     assert (torch.are_deterministic_algorithms_enabled(), torch.backends.cuda.matmul.allow_tf32,
             torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark) == before
     # On the CPU the kernels were deterministic already: the same numbers either way.
-    runs = [suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=[{"name": "auto", "steps": 10, "target_steps": 5}], eps=0.01,
+    runs = [suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=[{"name": "auto", "steps": 10, "target_steps": 5, "best_target_steps": 5}], eps=0.01,
                            n=16, options=suite.RunOptions(deterministic=flag)) for flag in (False, True)]
     assert runs[0].attacks["auto"].robust_accuracy == runs[1].attacks["auto"].robust_accuracy
     assert 0 < runs[0].attacks["auto"].robust_accuracy < runs[0].clean_accuracy
@@ -288,3 +289,45 @@ def test_linear_ranking_targets_the_nearest_boundary_not_the_likeliest_class():
         attack = build_attack("apgd_t", {"eps": 0.12, "steps": 10, "targets": 1, "ranking": ranking})
         assert attack.budget(3)["ranking"] == ranking
         assert all(o.success == breaks for o in run_judged(attack, model, examples, seed=0))
+
+
+def test_apgd_t_gives_the_target_that_came_closest_its_last_search(digits_model, digits_examples, monkeypatch):
+    """``best_target_steps``: after the sweep over the targets, each example still unbroken gets
+    one more search, of that many steps, towards the target whose search reached the highest
+    targeted DLR value; broken examples get none, and the budget counts it."""
+    from suite.attacks.image.apgd import APGDT
+
+    examples = [ex for ex in digits_examples[:40] if int(digits_model.predict(ex.input[None])[0]) == ex.label][:24]
+    attack = build_attack("apgd_t", {"eps": 0.006, "steps": 5, "targets": 4, "best_target_steps": 7})
+    assert attack.budget(10)["max_queries"] == (5 + 1) * 4 + 1 + (7 + 1)
+    calls, original = [], APGDT._restart_search
+
+    def spy(self, model, x, y, generators, **kwargs):
+        result = original(self, model, x, y, generators, **kwargs)
+        calls.append({"examples": [owner[id(g)] for g in generators], "steps": kwargs["steps"],
+                      "targets": kwargs["targets"][:, 0].tolist(), "values": result.values.tolist(),
+                      "broken": (result.predictions != y).tolist()})
+        return result
+
+    owner: dict[int, int] = {}
+    import suite.attacks.image.driver as driver
+
+    make = driver.example_generator
+
+    def generator(seed, name, example_id):
+        made = make(seed, name, example_id)
+        owner[id(made)] = next(i for i, ex in enumerate(examples) if ex.id == example_id)
+        return made
+
+    monkeypatch.setattr(driver, "example_generator", generator)
+    monkeypatch.setattr(APGDT, "_restart_search", spy)
+    outputs = run_judged(attack, digits_model, examples, seed=0)
+    assert [call["steps"] for call in calls] == [5, 5, 5, 5, 7]
+    *sweep, last = calls
+    broken = {i for call in sweep for i, hit in zip(call["examples"], call["broken"]) if hit}
+    assert broken and set(last["examples"]) == set(range(len(examples))) - broken  # both kinds occur here
+    for example, target in zip(last["examples"], last["targets"]):
+        reached = [(value, aim) for call in sweep for i, value, aim in zip(call["examples"], call["values"],
+                                                                          call["targets"]) if i == example]
+        assert target == max(reached, key=lambda pair: pair[0])[1]
+    assert {i for i, out in enumerate(outputs) if out.success} >= broken

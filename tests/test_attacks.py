@@ -25,7 +25,7 @@ QUICK = {
     "apgd_ce": {"steps": 10},
     "apgd_dlr": {"steps": 10},
     "apgd_t": {"steps": 10, "targets": 3},
-    "auto": {"steps": 10, "target_steps": 5, "targets": 3},
+    "auto": {"steps": 10, "target_steps": 5, "targets": 3, "best_target_steps": 5},
     "auto_plus": {"steps": 10, "targets": 3, "restarts": 2},
     "ta_apgd_ce": {"steps": 10},
     "ta_apgd_t": {"steps": 10, "targets": 3},
