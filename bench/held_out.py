@@ -41,6 +41,16 @@ frequency per attack; their sums are each attack's expected number broken on the
 other examples are broken by every run or by none):
 
     python bench/held_out.py --autoattack-src /tmp/autoattack-src --models builtin:digits-cnn --boundary-from /tmp/spread.json --boundary-seeds 20 --json /tmp/boundary.json
+
+With ``--trace-targets`` as well, those examples' targets instead: APGD-T towards each of the 9
+most likely wrong classes alone, at 30 and at 100 steps, per seed; the table gives the breaks
+per target rank and how often a 100-step break is towards the target whose 30-step search came
+closest (what ``auto``'s last search, ``best_target_steps``, aims at):
+
+    python bench/held_out.py --models builtin:digits-cnn --boundary-from /tmp/spread.json --boundary-seeds 20 --trace-targets --json /tmp/trace.json
+
+``--spread-variants`` also adds its variants of ``auto`` beside it in a plain run, and
+``--no-last-stages`` skips the candidate last stages there.
 """
 
 from __future__ import annotations
@@ -234,7 +244,8 @@ def _digits(module: nn.Module, model_name: str, n: int, seed: int):
 
 
 def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, seed: int, batch_size: int,
-                  quick: bool, official: bool, slow_stages: bool = True, variant: bool = True) -> dict:
+                  quick: bool, official: bool, slow_stages: bool = True, variant: bool = True,
+                  more_variants: tuple[str, ...] = (), last_stages: bool = True) -> dict:
     served, everything, x_all, y_all, positions = _digits(module, model_name, n, seed)
     correct = [everything[i] for i in positions]
     x, y = x_all[positions], y_all[positions]
@@ -257,6 +268,7 @@ def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: 
     variants = {"auto": {}}
     if variant and not quick:
         variants["auto target_steps=100"] = {"target_steps": 100}
+    variants.update({label: SPREAD_VARIANTS[label][1] for label in more_variants})
     for label, params in variants.items():
         broken, seconds = run_suite(served, correct, "auto", {**common, **params}, seed, batch_size)
         record(label, broken, seconds)
@@ -274,6 +286,8 @@ def evaluate_case(model_name: str, module: nn.Module, norm: str, eps: float, n: 
     if slow_stages and not quick:
         stages["fab_t"] = ("fab_t", {}, seed)
         stages["square 5000"] = ("square", {}, seed)
+    if not last_stages:
+        stages = {}
     case["last_stages"] = {}
     for label, (name, params, stage_seed) in stages.items():
         if not residual_examples:
@@ -365,6 +379,60 @@ def boundary_case(model_name: str, module: nn.Module, norm: str, eps: float, n: 
         case["hits"][label], case["seconds"][label] = hits, seconds
         print(f"  {model_name} boundary {label}: {dict(zip(indices, hits))} of {len(seeds)} seeds", flush=True)
     return case
+
+
+def trace_targets(model_name: str, module: nn.Module, norm: str, eps: float, n: int, indices: list[int],
+                  seeds: list[int], steps: tuple[int, int] = (30, 100)) -> dict:
+    """Per boundary example, seed and target rank: does APGD-T towards that target alone break it
+    at ``steps[0]`` and at ``steps[1]`` steps, and how close did the short search come (its
+    targeted DLR value)? A white-box trace of one attack's searches, so it reads APGD-T's
+    per-target search (``_restart_search``), which the attack API does not expose."""
+    from suite.attacks.image.apgd import APGDT
+    from suite.attacks.image.driver import EVALUATION, top_targets
+    from suite.seeding import example_generator
+
+    served, everything, _, _, _ = _digits(module, model_name, n, 0)
+    chosen = [everything[i] for i in indices]
+    x = torch.stack([ex.input for ex in chosen])
+    y = torch.tensor([ex.label for ex in chosen])
+    targets = top_targets(served, x, y, 9)
+    trace = {"model": model_name, "norm": norm, "eps": eps, "n": n, "indices": indices, "seeds": seeds,
+             "steps": list(steps), "targets": targets.tolist(), "runs": []}
+    for seed in seeds:
+        run = {}
+        for count in steps:
+            attack = APGDT(norm=norm, eps=eps, steps=count, targets=9)
+            hits, values = [], []
+            for rank in range(targets.shape[1]):
+                generators = [example_generator(seed, f"trace-{rank}-{count}", ex.id) for ex in chosen]
+                found = attack._restart_search(served, x, y, generators, steps=count, restarts=1,
+                                               loss=attack.loss_for(len(served.labels)),
+                                               make_update=attack._updater(count),
+                                               targets=targets[:, rank : rank + 1], mode=EVALUATION)
+                hits.append((found.predictions != y).tolist())
+                values.append(found.values.tolist())
+            run[f"hits_{count}"], run[f"values_{count}"] = hits, values
+        trace["runs"].append(run)
+    return trace
+
+
+def trace_table(trace: dict) -> str:
+    """Per boundary example: breaks per target rank at each step count over the seeds, and how
+    often the short searches' closest target is one the long search breaks towards."""
+    short, long = trace["steps"]
+    lines = [f"| test digit | breaks by rank 1–9 at {short} steps | at {long} steps | runs broken at {long} steps "
+             f"| of those, towards the target closest at {short} steps |", "|---|---|---|---|---|"]
+    for i, index in enumerate(trace["indices"]):
+        runs = trace["runs"]
+        at = {count: [sum(run[f"hits_{count}"][rank][i] for run in runs) for rank in range(9)] for count in (short, long)}
+        broken = closest = 0
+        for run in runs:
+            nearest = max(range(9), key=lambda rank: (run[f"values_{short}"][rank][i], -rank))
+            if any(run[f"hits_{long}"][rank][i] for rank in range(9)):
+                broken += 1
+                closest += int(run[f"hits_{long}"][nearest][i])
+        lines.append(f"| {index} | {at[short]} | {at[long]} | {broken}/{len(runs)} | {closest}/{broken} |")
+    return "\n".join(lines)
 
 
 def boundary_table(case: dict) -> str:
@@ -470,16 +538,20 @@ def main() -> None:
     parser.add_argument("--no-linf", action="store_true", help="trained models: only the L2 cases of --l2")
     parser.add_argument("--seeds", type=int, nargs="+", help="the spread over these seeds instead (see above)")
     parser.add_argument("--spread-variants", nargs="*", default=[], choices=list(SPREAD_VARIANTS),
-                        help="--seeds: variants of auto run at every seed too")
+                        help="variants of auto run beside it (with --seeds, at every seed)")
+    parser.add_argument("--no-last-stages", action="store_true",
+                        help="skip the candidate last stages on what auto leaves unbroken")
     parser.add_argument("--boundary-from", nargs="+", help="the boundary examples of these --seeds files (see above)")
     parser.add_argument("--boundary-seeds", type=int, default=20, help="--boundary-from: seeds per attack")
+    parser.add_argument("--trace-targets", action="store_true",
+                        help="--boundary-from: instead, APGD-T towards each target alone at 30 and 100 steps (see above)")
     parser.add_argument("--json", help="write the numbers here")
     parser.add_argument("--table", nargs="+", help="only print the table of these earlier --json files")
     args = parser.parse_args()
     if args.table:
         cases = [case for path in args.table for case in json.loads(Path(path).read_text())["cases"]]
         spread = [case for case in cases if "spread" in case]
-        plain = [case for case in cases if "spread" not in case and "hits" not in case]
+        plain = [case for case in cases if "spread" not in case and "hits" not in case and "runs" not in case]
         if plain:
             print(table(plain))
         if spread:
@@ -487,6 +559,8 @@ def main() -> None:
         for case in cases:
             if "hits" in case:
                 print(boundary_table(case))
+            if "runs" in case:
+                print(trace_table(case))
         return
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -518,16 +592,21 @@ def main() -> None:
                 if not indices:
                     print(f"{name} {norm} {eps}: no such spread case, or every run broke the same examples")
                     continue
-                case = boundary_case(name, module, norm, eps, spread[0]["n"], indices,
-                                     list(range(1000, 1000 + args.boundary_seeds)), args.batch_size,
-                                     source is not None, args.spread_variants)
-                print(boundary_table(case))
+                seeds = list(range(1000, 1000 + args.boundary_seeds))
+                if args.trace_targets:
+                    case = trace_targets(name, module, norm, eps, spread[0]["n"], indices, seeds)
+                    print(trace_table(case))
+                else:
+                    case = boundary_case(name, module, norm, eps, spread[0]["n"], indices, seeds, args.batch_size,
+                                         source is not None, args.spread_variants)
+                    print(boundary_table(case))
             elif args.seeds:
                 case = spread_case(name, module, norm, eps, args.n, args.seeds, args.batch_size, source is not None,
                                    args.spread_variants)
             else:
                 case = evaluate_case(name, module, norm, eps, args.n, args.seed, args.batch_size, args.quick,
-                                     source is not None, not args.no_slow_stages, not args.no_variant)
+                                     source is not None, not args.no_slow_stages, not args.no_variant,
+                                     tuple(args.spread_variants), not args.no_last_stages)
             report["cases"].append(case)
             if args.json:
                 Path(args.json).write_text(json.dumps(report, indent=2))

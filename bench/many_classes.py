@@ -178,17 +178,21 @@ class CountingModule(nn.Module):
 
 # -- the comparison ------------------------------------------------------------------------------
 
-def configurations(targets: list[int], target_steps: list[int], rankings: list[str]) -> list[dict]:
+def configurations(targets: list[int], target_steps: list[int], rankings: list[str],
+                   best_target_steps: list[int] = (100,)) -> list[dict]:
     """The attacks compared: ``autoattack`` first (the reference), then ``auto`` per target
-    count, steps per target and ranking (labelled ``auto-<ranking>-<targets>``, with
-    ``x<steps>`` when the steps per target are not auto's 30)."""
+    count, steps per target, ranking and steps of the last search towards the closest target
+    (labelled ``auto-<ranking>-<targets>``, with ``x<steps>`` when the steps per target are not
+    auto's 30 and ``-last<steps>`` when the last search's are not its 100)."""
     found = [{"name": "autoattack", "label": "autoattack"}]
     for count in targets:
         for steps in target_steps:
             for ranking in rankings:
-                label = f"auto-{ranking}-{count}" + ("" if steps == 30 else f"x{steps}")
-                found.append({"name": "auto", "ranking": ranking, "targets": count, "target_steps": steps,
-                              "label": label})
+                for last in best_target_steps:
+                    label = (f"auto-{ranking}-{count}" + ("" if steps == 30 else f"x{steps}")
+                             + ("" if last == 100 else f"-last{last}"))
+                    found.append({"name": "auto", "ranking": ranking, "targets": count, "target_steps": steps,
+                                  "best_target_steps": last, "label": label})
     return found
 
 
@@ -267,6 +271,9 @@ def main() -> None:
     parser.add_argument("--targets", default="9,20", help="auto's target counts, comma-separated (default 9,20)")
     parser.add_argument("--target-steps", default="30", help="auto's steps per target, comma-separated (default 30)")
     parser.add_argument("--rankings", default="logit,linear", help="auto's rankings (default logit,linear)")
+    parser.add_argument("--best-target-steps", default="100",
+                        help="steps of auto's last search towards the closest target, comma-separated (default 100; "
+                             "0: none, auto before it had one)")
     parser.add_argument("--models", default=",".join(METHODS), help="which models (default plain,fgsm-at)")
     parser.add_argument("--steps", type=int, default=1500, help="training steps of 128 pairs (default 1500)")
     parser.add_argument("--batch-size", type=int, default=100)
@@ -283,7 +290,8 @@ def main() -> None:
         parser.error(f"unknown model {', '.join(unknown)}; available: {', '.join(METHODS)}")
     torch.set_num_threads(1)  # reproducible weights, comparable seconds (as the built-in models)
     configs = configurations([int(count) for count in args.targets.split(",")],
-                             [int(steps) for steps in args.target_steps.split(",")], args.rankings.split(","))
+                             [int(steps) for steps in args.target_steps.split(",")], args.rankings.split(","),
+                             [int(steps) for steps in args.best_target_steps.split(",")])
     images, labels = test_pairs(args.n, args.seed)
     report = {"task": "digit pairs (100 classes, 1x16x32)", "arch": ARCH, "n": args.n, "seed": args.seed,
               "batch_size": args.batch_size, "steps": args.steps, "train_eps": args.train_eps, "models": {}, "rows": []}

@@ -118,7 +118,9 @@ def image_child(args) -> dict:
     attack = {"name": args.attack}
     if device.type == "cpu" and args.cpu_steps:
         if args.attack == "auto":
-            attack.update(steps=args.cpu_steps, target_steps=max(1, args.cpu_steps // 3))
+            # auto's proportions: 100 CE steps, 30 per target, 100 for the closest target.
+            attack.update(steps=args.cpu_steps, target_steps=max(1, args.cpu_steps // 3),
+                          best_target_steps=args.cpu_steps)
         elif args.attack == "autoattack":
             attack.update(steps=args.cpu_steps, queries=args.cpu_steps * 10)
     if device.type == "cuda":

@@ -331,3 +331,16 @@ def test_apgd_t_gives_the_target_that_came_closest_its_last_search(digits_model,
                                                                           call["targets"]) if i == example]
         assert target == max(reached, key=lambda pair: pair[0])[1]
     assert {i for i, out in enumerate(outputs) if out.success} >= broken
+
+
+def test_auto_last_search_only_adds_to_what_the_earlier_stages_break(digits_model, digits_examples):
+    """``auto``'s last search runs after its earlier stages, on the generators they leave: every
+    example they break is broken with the same adversarial input, whatever the last search."""
+    examples = [ex for ex in digits_examples[:80] if int(digits_model.predict(ex.input[None])[0]) == ex.label][:48]
+    quick = {"eps": 0.008, "steps": 10, "target_steps": 5, "targets": 9}
+    before = run_judged(build_attack("auto", {**quick, "best_target_steps": 0}), digits_model, examples, seed=0)
+    after = run_judged(build_attack("auto", {**quick, "best_target_steps": 30}), digits_model, examples, seed=0)
+    broken_before = {i for i, out in enumerate(before) if out.success}
+    broken_after = {i for i, out in enumerate(after) if out.success}
+    assert broken_before < broken_after  # strictly: the last search breaks some here
+    assert all(torch.equal(before[i].adversarial, after[i].adversarial) for i in broken_before)
