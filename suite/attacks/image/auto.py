@@ -17,8 +17,8 @@ reaches, in order).
   targets × 100 steps missed examples of the robust models under L∞ that only targets 4-9
   break, while 9 targets × 30 steps found them at the same number of gradient rows. Measured
   on models it was not tuned on, 30 steps fell short of AutoAttack on a few examples near the
-  boundary, which only a 100-step targeted search breaks; the target that breaks them was the
-  one closest after 30 steps in every traced run, so a last 100-step search towards it
+  boundary, which only a 100-step targeted search breaks; every traced break was towards the
+  target closest after 30 steps, so a last 100-step search towards it
   (``best_target_steps``) closes the gap at a ninth of the cost of 100 steps on every target.
 - ``auto_plus``: APGD-CE, APGD-T towards 9 targets (AutoAttack's own budget), then APGD-DLR
   with 3 random restarts.
