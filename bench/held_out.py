@@ -349,6 +349,13 @@ def spread_case(model_name: str, module: nn.Module, norm: str, eps: float, n: in
     return case
 
 
+def _chosen(module: nn.Module, model_name: str, n: int, indices: list[int]):
+    """The served model, and the examples at ``indices`` of the n test digits with their tensors."""
+    served, everything, _, _, _ = _digits(module, model_name, n, 0)
+    chosen = [everything[i] for i in indices]
+    return served, chosen, torch.stack([ex.input for ex in chosen]), torch.tensor([ex.label for ex in chosen])
+
+
 def boundary_indices(cases: list[dict]) -> list[int]:
     """Examples some run of some attack broke and another run did not."""
     runs = [set(run["broken"]) for case in cases for seeds in case["spread"].values() for run in seeds.values()]
@@ -358,10 +365,7 @@ def boundary_indices(cases: list[dict]) -> list[int]:
 def boundary_case(model_name: str, module: nn.Module, norm: str, eps: float, n: int, indices: list[int],
                   seeds: list[int], batch_size: int, official: bool, variants: list[str]) -> dict:
     """How many of ``seeds`` break each of ``indices`` (positions in the n test digits), per attack."""
-    served, everything, _, _, _ = _digits(module, model_name, n, 0)
-    chosen = [everything[i] for i in indices]
-    x = torch.stack([ex.input for ex in chosen])
-    y = torch.tensor([ex.label for ex in chosen])
+    served, chosen, x, y = _chosen(module, model_name, n, indices)
     case = {"model": model_name, "norm": norm, "eps": eps, "n": n, "indices": indices, "seeds": seeds,
             "hits": {}, "seconds": {}}
     attacks = {"auto": ("auto", {}), **{label: SPREAD_VARIANTS[label] for label in variants}}
@@ -391,10 +395,7 @@ def trace_targets(model_name: str, module: nn.Module, norm: str, eps: float, n: 
     from suite.attacks.image.driver import EVALUATION, top_targets
     from suite.seeding import example_generator
 
-    served, everything, _, _, _ = _digits(module, model_name, n, 0)
-    chosen = [everything[i] for i in indices]
-    x = torch.stack([ex.input for ex in chosen])
-    y = torch.tensor([ex.label for ex in chosen])
+    served, chosen, x, y = _chosen(module, model_name, n, indices)
     targets = top_targets(served, x, y, 9)
     trace = {"model": model_name, "norm": norm, "eps": eps, "n": n, "indices": indices, "seeds": seeds,
              "steps": list(steps), "targets": targets.tolist(), "runs": []}

@@ -143,11 +143,12 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
     if logits is None:
         return [score_output(model, ex, out, correct) for ex, out, correct in zip(examples, outputs, clean_correct)]
     logits = logits.double()
-    top = logits.topk(2, dim=1).values
-    margin = TIE_MARGIN_CUDA if model.device.type == "cuda" else TIE_MARGIN
-    near = (top[:, 0] - top[:, 1]) <= margin * logits.abs().amax(dim=1).clamp_min(1.0)
     if text and model.device.type == "cpu":
-        near = torch.zeros_like(near)
+        near = torch.zeros(len(examples), dtype=torch.bool)  # each row is its text's own: nothing to rescore
+    else:
+        top = logits.topk(2, dim=1).values
+        margin = TIE_MARGIN_CUDA if model.device.type == "cuda" else TIE_MARGIN
+        near = (top[:, 0] - top[:, 1]) <= margin * logits.abs().amax(dim=1).clamp_min(1.0)
     scores = []
     for row, (example, output, correct) in enumerate(zip(examples, outputs, clean_correct)):
         if near[row]:
