@@ -26,6 +26,12 @@ id in each run's ``records.jsonl``), wall seconds, gradient rows, backward rows 
     python bench/many_classes.py --json bench-many-classes.json   # ~17 min on 2 CPU cores (+5 to train)
     python bench/many_classes.py --targets 9 --target-steps 100 --rankings logit   # AutoAttack's steps per target
     python bench/many_classes.py --quick                           # a smoke run: about 3 minutes
+    python bench/many_classes.py --targets 9 --rankings logit --attack-seeds 0,1  # AA against itself
+
+With several ``--attack-seeds`` (the same models and test pairs; only the attacks' random draws
+change), every configuration runs at each, is compared with ``autoattack`` at the same seed as
+above, and a second table compares every run with ``autoattack`` at every other seed: what
+``autoattack`` misses against itself is the yardstick for what ``auto`` misses against it.
 """
 
 from __future__ import annotations
@@ -210,8 +216,9 @@ def _robust_by_id(directory: Path) -> dict[str, tuple[bool, int]]:
 
 def compare(name: str, net: nn.Module, images: torch.Tensor, labels: torch.Tensor, eps: float, configs: list[dict],
             seed: int, batch_size: int, output: Path) -> list[dict]:
-    """One row per configuration, each run by ``suite.evaluate`` into ``output/<model>/<label>``;
-    the first (``autoattack``) is the reference the others' examples are compared with."""
+    """One row per configuration, each run by ``suite.evaluate`` (run seed ``seed``) into
+    ``output/<model>/<label>``; the first (``autoattack``) is the reference the others' examples
+    are compared with. Each row keeps the ids of the examples its attack broke."""
     rows, reference = [], None
     for config in configs:
         counting = CountingModule(net)
@@ -238,6 +245,7 @@ def compare(name: str, net: nn.Module, images: torch.Tensor, labels: torch.Tenso
             "backward_rows": counting.backward_rows,
             "forward_rows": counting.forward_rows,
             "record_queries": sum(queries for _, queries in robust.values()),
+            "attack_seed": seed, "broken": sorted(broken),
         }
         rows.append(row)
         print(f"  {name} {config['label']}: robust {row['robust_accuracy']:.3f}, missed {row['missed_vs_autoattack']}, "
@@ -248,12 +256,28 @@ def compare(name: str, net: nn.Module, images: torch.Tensor, labels: torch.Tenso
     return rows
 
 
-def _table(rows: list[dict]) -> str:
-    lines = ["| model | ε | attack | robust acc | missed vs AA | extra vs AA | seconds | time / AA | "
-             "gradient rows | rows / AA | backward rows | forward rows |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+def across_seeds(rows: list[dict]) -> list[dict]:
+    """Every run against ``autoattack`` at each other attack seed on the same model: examples
+    that ``autoattack`` at seed ``t`` breaks and the run at seed ``s`` does not, and the reverse."""
+    found = []
     for row in rows:
-        lines.append(f"| {row['model']} | {row['eps']:g} | `{row['attack']}` | {100 * row['robust_accuracy']:.1f} % | "
+        for other in rows:
+            if (other["model"] == row["model"] and other["attack"] == "autoattack"
+                    and other["attack_seed"] != row["attack_seed"]):
+                mine, theirs = set(row["broken"]), set(other["broken"])
+                found.append({"model": row["model"], "attack": row["attack"], "attack_seed": row["attack_seed"],
+                              "autoattack_seed": other["attack_seed"], "missed": len(theirs - mine),
+                              "extra": len(mine - theirs)})
+    return found
+
+
+def _table(rows: list[dict]) -> str:
+    lines = ["| model | ε | attack seed | attack | robust acc | missed vs AA | extra vs AA | seconds | time / AA | "
+             "gradient rows | rows / AA | backward rows | forward rows |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row['model']} | {row['eps']:g} | {row['attack_seed']} | `{row['attack']}` | "
+                     f"{100 * row['robust_accuracy']:.1f} % | "
                      f"{row['missed_vs_autoattack']} | {row['extra_vs_autoattack']} | {row['seconds']:.1f} | "
                      f"{row['time_vs_autoattack']:.3f} | {row['gradient_rows']} | "
                      f"{row['gradient_rows_vs_autoattack']:.3f} | {row['backward_rows']} | {row['forward_rows']} |")
@@ -278,6 +302,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1500, help="training steps of 128 pairs (default 1500)")
     parser.add_argument("--batch-size", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0, help="seeds the training, the test pairs and the attacks")
+    parser.add_argument("--attack-seeds", help="run seeds of the attacks, comma-separated (default: --seed); "
+                                               "the models and test pairs stay --seed's")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 40 pairs, 9 targets, 150 training steps, the plain model")
     parser.add_argument("--output", type=Path, default=Path("runs/many_classes"), help="the runs' directories")
@@ -292,6 +318,12 @@ def main() -> None:
     configs = configurations([int(count) for count in args.targets.split(",")],
                              [int(steps) for steps in args.target_steps.split(",")], args.rankings.split(","),
                              [int(steps) for steps in args.best_target_steps.split(",")])
+    try:
+        attack_seeds = [int(seed) for seed in (args.attack_seeds or str(args.seed)).split(",")]
+    except ValueError:
+        parser.error(f"--attack-seeds takes integers separated by commas, not {args.attack_seeds!r}")
+    if len(set(attack_seeds)) != len(attack_seeds):
+        parser.error("--attack-seeds repeats a seed")
     images, labels = test_pairs(args.n, args.seed)
     report = {"task": "digit pairs (100 classes, 1x16x32)", "arch": ARCH, "n": args.n, "seed": args.seed,
               "batch_size": args.batch_size, "steps": args.steps, "train_eps": args.train_eps, "models": {}, "rows": []}
@@ -300,10 +332,20 @@ def main() -> None:
         eps = args.eps if method == "plain" else args.at_eps
         print(f"{method}: {path} ({'trained in %.0f s' % seconds if seconds else 'cached'})", flush=True)
         report["models"][method] = {"weights": str(path), "train_seconds": seconds, "eps": eps}
-        report["rows"] += compare(method, net, images, labels, eps, configs, args.seed, args.batch_size, args.output)
+        for seed in attack_seeds:
+            # One seed, the training seed: the directories of earlier runs; several: one each.
+            output = args.output if attack_seeds == [args.seed] else args.output / f"attack-seed-{seed}"
+            report["rows"] += compare(method, net, images, labels, eps, configs, seed, args.batch_size, output)
     print(f"\n## auto vs autoattack on 100 classes (digit pairs, {ARCH}, n={args.n}, seed {args.seed}, "
           f"batch {args.batch_size})\n")
     print(_table(report["rows"]))
+    if len(attack_seeds) > 1:
+        report["across_seeds"] = across_seeds(report["rows"])
+        print("\n## each run against autoattack at the other attack seeds\n")
+        print("| model | attack | attack seed | autoattack's seed | missed | extra |\n|---|---|---|---|---|---|")
+        for row in report["across_seeds"]:
+            print(f"| {row['model']} | `{row['attack']}` | {row['attack_seed']} | {row['autoattack_seed']} | "
+                  f"{row['missed']} | {row['extra']} |")
     if args.json:
         args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
 

@@ -1,6 +1,6 @@
 """``python -m suite`` (and ``accelerate launch -m suite``) runs the CLI."""
 
-from suite.cli.main import main
+from suite.cli.main import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

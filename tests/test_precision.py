@@ -31,6 +31,17 @@ def test_bf16_reaches_every_gradient_attack_and_is_part_of_the_run_identity(tmp_
     assert without_keys(again.model_dump(mode="json"), timing) == without_keys(results.model_dump(mode="json"), timing)
 
 
+def test_fp32_is_the_run_without_a_precision(tmp_path):
+    """fp32 is every attack's default: asking for it names the same run (it resumes it)."""
+    out = tmp_path / "fp32"
+    args = dict(attacks=["fgm_linf"], n=8, eps=0.1, output=out, options=RunOptions(batch_size=4))
+    first = suite.evaluate("builtin:digits-cnn", "builtin:digits", **args)
+    records = (out / "records.jsonl").read_text()
+    again = suite.evaluate("builtin:digits-cnn", "builtin:digits", precision="fp32", **args)
+    assert (out / "records.jsonl").read_text() == records  # resumed: nothing recomputed
+    assert again.attacks["fgm_linf"].params == first.attacks["fgm_linf"].params
+
+
 def test_an_attack_that_sets_its_own_precision_keeps_it():
     results = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=[{"name": "fgm_linf", "precision": "fp32"}],
                              n=4, eps=0.1, precision="bf16", options=RunOptions(batch_size=4))

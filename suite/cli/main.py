@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from suite.version import __version__
+from suite.collector import before_exit
 from suite.cli import certify, compare, demo, evaluate, export, leaderboard, ls, prefetch, run, train, validate
 from suite.errors import SuiteError, WriteError, is_write_fault
 from suite.launch import launch
@@ -100,6 +101,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     except Exception as error:
         _failed(error, where)
     sys.exit(code or 0)
+
+
+def entry() -> None:
+    """The ``advsuite`` console script and ``python -m suite``: :func:`main`, in a process that
+    ends with it (so the collector's scans at shutdown are skipped, :func:`~suite.collector.before_exit`;
+    :func:`main` called in-process leaves its caller's collector alone)."""
+    try:
+        main()
+    finally:
+        before_exit()
 
 
 #: Set once this process has printed why it stops (the launcher's SIGTERM then adds nothing).

@@ -38,15 +38,18 @@ def takes_precision(config: AttackConfig) -> bool:
 
 def with_precision(task: TaskConfig, model: Classifier) -> TaskConfig:
     """``task`` with its ``precision`` set on every attack that sets none (and ``precision``
-    cleared); refused for a text model and for attacks that take no precision."""
+    cleared); refused for a text model and for attacks that take no precision. ``fp32`` is the
+    attacks' default, so it sets nothing: a run with ``--precision fp32`` is the run without it."""
     precision = task.precision
     if precision is None:
         return task
     if model.modality != "image":
         raise ConfigError(f"--precision applies to image models; {model.info.name!r} is a {model.modality} model, "
                           "whose attacks score discrete candidates with the model as it is")
+    if precision == "fp32":  # every attack's default: the same run as without --precision (it resumes it)
+        return task.model_copy(update={"precision": None})
     refused = [config.key for config in task.attacks if not takes_precision(config)]
-    if refused and precision != "fp32":
+    if refused:
         raise ConfigError(f"precision {precision} does not apply to {', '.join(refused)} (it runs in float32): "
                           "leave out --precision, or name the suite's own attacks")
     configs = tuple(

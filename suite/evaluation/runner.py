@@ -21,6 +21,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from suite.collector import long_lived_frozen
 from suite.evaluation.adversary import adversary_temperatures, same_search, search_model, temperature_of, view_for
 from suite.evaluation.batching import AUTO, probe_batch_size, probes, run_in_batches
 from suite.evaluation.checks import run_checks
@@ -41,11 +42,13 @@ def execute(prepared: PreparedTask) -> Results | None:
     """Run (or resume) ``prepared``; write and return its results (``None`` off the main process).
 
     The output directory is locked while the task runs; a run that fails before recording
-    anything leaves the directory as it found it."""
+    anything leaves the directory as it found it. What is alive when it starts (modules, the
+    model, the data) is out of the garbage collector's scans while it runs
+    (:func:`~suite.collector.long_lived_frozen`)."""
     store = prepared.store
     store.open(prepared.options.overwrite, wait=prepared.options.wait)
     try:
-        with deterministic_kernels() if prepared.options.deterministic else nullcontext():
+        with long_lived_frozen(), deterministic_kernels() if prepared.options.deterministic else nullcontext():
             results = _execute(prepared)
     except BaseException:
         store.close(failed=True)

@@ -1,0 +1,113 @@
+"""The garbage collector around a run (suite/collector.py): long-lived objects out of its scans
+while a run lasts and given back after; the console script skips the scans at exit; a library
+call never leaves the caller's collector changed."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import suite
+from suite.collector import long_lived_frozen
+from suite.evaluation import runner
+
+
+def _net_and_data():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(16, 3))
+    images = torch.rand(12, 1, 4, 4)
+    with torch.no_grad():
+        labels = net(images).argmax(dim=1)
+    return net, images, labels
+
+
+@pytest.fixture
+def seen_frozen(monkeypatch):
+    """The collector's freeze count while each run's body (runner._execute) runs."""
+    counts = []
+    inner = runner._execute
+
+    def spy(prepared):
+        counts.append(gc.get_freeze_count())
+        return inner(prepared)
+
+    monkeypatch.setattr(runner, "_execute", spy)
+    return counts
+
+
+def test_a_run_freezes_what_lives_before_it_and_gives_it_back(seen_frozen):
+    net, images, labels = _net_and_data()
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    results = suite.evaluate(net, (images, labels), attacks=["fgm_linf"], eps=0.05)
+    assert results.clean_accuracy == 1.0
+    # Everything alive at the start (this test's objects, torch's modules) was frozen during the run ...
+    assert seen_frozen and seen_frozen[0] > 1000
+    # ... and is back in the collector's care after it.
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_a_failed_run_gives_the_frozen_objects_back(seen_frozen, monkeypatch):
+    net, images, labels = _net_and_data()
+
+    def broken(prepared):
+        raise RuntimeError("a bug in the middle of a run")
+
+    monkeypatch.setattr(runner, "_execute", broken)
+    with pytest.raises(RuntimeError, match="a bug in the middle"):
+        suite.evaluate(net, (images, labels), attacks=["fgm_linf"], eps=0.05)
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_cycle_that_became_garbage_during_the_block_is_collected_after_it():
+    class Node:
+        pass
+
+    first, second = Node(), Node()
+    first.other, second.other = second, first
+    import weakref
+
+    gone = weakref.ref(first)
+    with long_lived_frozen():
+        del first, second
+        gc.collect()
+        assert gone() is not None  # frozen: a collection inside the block leaves the cycle
+    gc.collect()
+    assert gone() is None  # given back: the next collection frees it
+
+
+def test_a_caller_that_manages_the_collector_is_left_alone(seen_frozen):
+    net, images, labels = _net_and_data()
+    gc.disable()
+    try:
+        suite.evaluate(net, (images, labels), attacks=["fgm_linf"], eps=0.05)
+        assert seen_frozen[-1] == 0 and not gc.isenabled()
+    finally:
+        gc.enable()
+    gc.freeze()  # a server that froze its objects before forking, say
+    try:
+        suite.evaluate(net, (images, labels), attacks=["fgm_linf"], eps=0.05)
+        assert gc.get_freeze_count() > 1000  # still frozen: not given back by the run
+    finally:
+        gc.unfreeze()
+
+
+def test_the_console_script_skips_the_scans_at_exit_and_main_in_process_does_not():
+    from test_cli import advsuite
+
+    assert advsuite("ls", "attacks") == 0
+    assert gc.get_freeze_count() == 0  # main() called in a process that goes on
+    probe = ("import atexit, gc, sys\n"
+             "atexit.register(lambda: print('frozen at exit:', gc.get_freeze_count() > 0))\n"
+             "sys.argv = ['advsuite', 'evaluate', '--model', 'builtin:nope']\n"
+             "from suite.cli.main import entry\n"
+             "entry()\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    # The exit status and the one-line error are main()'s; the objects are frozen before shutdown.
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "builtin:nope" in done.stderr
+    assert done.stdout.strip() == "frozen at exit: True"
