@@ -40,6 +40,7 @@ import argparse
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -184,8 +185,8 @@ class CountingModule(nn.Module):
 
 # -- the comparison ------------------------------------------------------------------------------
 
-def configurations(targets: list[int], target_steps: list[int], rankings: list[str],
-                   best_target_steps: list[int] = (100,)) -> list[dict]:
+def configurations(targets: Sequence[int], target_steps: Sequence[int], rankings: Sequence[str],
+                   best_target_steps: Sequence[int] = (100,)) -> list[dict]:
     """The attacks compared: ``autoattack`` first (the reference), then ``auto`` per target
     count, steps per target, ranking and steps of the last search towards the closest target
     (labelled ``auto-<ranking>-<targets>``, with ``x<steps>`` when the steps per target are not

@@ -395,6 +395,8 @@ def main() -> int:
     parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats takes 1 or more")
     if args.speed_child:
         speed_child(args.speed_child, args.recipe, args.examples, args.model, args.out)
         return 0
