@@ -30,6 +30,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -111,15 +112,15 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown case {', '.join(unknown)}; available: {', '.join(cases)}")
     report = {"repeats": args.repeats, "cases": {}}
-    out = Path(f"/tmp/advsuite-collector-{time.time_ns()}.json")
+    out = Path(tempfile.gettempdir()) / f"advsuite-collector-{time.time_ns()}.json"
     for name in chosen:
         case = cases[name]
         runs: dict[str, list[dict]] = {way: [] for way in WAYS}
         for _ in range(args.repeats):
             for way in WAYS:  # alternating, so a slow spell of the machine touches every way
                 begin = time.time()
-                subprocess.run([sys.executable, __file__, "--child", way, "--case", json.dumps(case), "--out", str(out)],
-                               check=True, stdout=subprocess.DEVNULL)
+                command = [sys.executable, __file__, "--child", way, "--case", json.dumps(case), "--out", str(out)]
+                subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
                 ended = time.time()
                 measured = json.loads(out.read_text())
                 runs[way].append({**measured, "wall": ended - begin, "exit": ended - measured.pop("end")})

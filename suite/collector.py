@@ -5,8 +5,8 @@ transformers, TextAttack, NLTK and flair, the model, the data. CPython's collect
 one of them at each full collection (0.1–0.3 s each on a 2-core CPU) and at interpreter exit,
 and finds nothing to free among them. ``gc.freeze`` moves the objects alive at one moment out of
 the collector's scans; what is created after it is collected as before, and reference counting
-frees every object, frozen or not, the moment nothing refers to it. Measured by ``bench/collector.py``; the table
-is in ``docs/recipes.md`` (start-up and the collector).
+frees every object, frozen or not, the moment nothing refers to it. Measured by
+``bench/collector.py``; the table is in ``docs/recipes.md`` (start-up and the collector).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def before_exit() -> None:
     hook, the standard streams are flushed at shutdown, and the operating system takes back
     the memory. Only a reference cycle whose ``__del__`` does more than free memory would go
     unfinalised; the suite has closed its files and released its output directory's lock
-    before this point. Only the command-line entry point calls this: a
-    library call never decides how its caller's process ends.
+    before this point. Only the command-line entry point calls this: a library call never
+    decides how its caller's process ends.
     """
     gc.freeze()

@@ -104,9 +104,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def entry() -> None:
-    """The ``advsuite`` console script and ``python -m suite``: :func:`main`, in a process that
-    ends with it (so the collector's scans at shutdown are skipped, :func:`~suite.collector.before_exit`;
-    :func:`main` called in-process leaves its caller's collector alone)."""
+    """The ``advsuite`` console script and ``python -m suite``: :func:`main` in a process that
+    ends with it, so the collector's scans at shutdown are skipped
+    (:func:`~suite.collector.before_exit`). :func:`main` called in-process leaves its caller's
+    collector alone."""
     try:
         main()
     finally:
