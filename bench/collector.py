@@ -3,17 +3,20 @@
 A process that has imported torch, transformers and TextAttack holds about 600,000 objects that
 live as long as it does. CPython's collector scans them all at each full collection and at
 interpreter exit. ``suite.evaluate`` freezes what is alive when a run starts and gives it back
-after (``suite.collector.long_lived_frozen``), and the ``advsuite`` console script freezes
-everything before the process ends (``suite.collector.before_exit``). For a text run and an
-image run, each in fresh processes, alternating, three ways:
+after (``suite.collector.long_lived_frozen``); the ``advsuite`` console script also starts each
+command with rare collections (``quick_start``, over when the run begins) and freezes everything
+before the process ends (``before_exit``). For a text run and an image run, each in fresh
+processes, alternating, three ways:
 
+- ``untouched``: ``suite.evaluate`` with the run's freeze replaced by a no-op (the code before);
 - ``shipped``: ``suite.evaluate`` as it is, then the process exits as any script's does;
-- ``untouched``: the same with the run's freeze replaced by a no-op (the code before it);
-- ``console exit``: ``shipped`` plus ``before_exit()`` at the end, as the console script does.
+- ``console script``: what the console script does: the model loaded and the run under
+  ``quick_start``, then ``before_exit()``.
 
-It reports per way the median wall time from process start to exit, the run's own seconds
-(``suite.evaluate``), the collector's full collections and seconds during the run (read with
-``gc.callbacks``), and the seconds from the end of the script to the process's exit (the
+It reports per way the medians of: the wall time from process start to exit; the start (imports
+and loading the model, from the child's first line) and the run (``suite.evaluate``), each with
+the collector's full collections, their seconds and the younger collections' seconds (read with
+``gc.callbacks``); and the seconds from the end of the script to the process's exit (the
 interpreter's shutdown).
 
     python bench/collector.py --repeats 3
@@ -34,49 +37,55 @@ import tempfile
 import time
 from pathlib import Path
 
-WAYS = ("shipped", "untouched", "console exit")
+WAYS = ("untouched", "shipped", "console script")
 
 
 def child(way: str, case: dict, out: Path) -> None:
     """One run in this fresh process; writes what it measured to ``out`` (the parent adds the exit)."""
     import gc
 
-    collections = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
+    began = time.perf_counter()
+    phases = {phase: {"full": 0, "full_seconds": 0.0, "young_seconds": 0.0} for phase in ("start", "run")}
+    phase = ["start"]
     started: list[float] = []
-    measuring = [False]
 
-    def watch(phase: str, info: dict) -> None:
-        if not measuring[0]:
-            return
-        if phase == "start":
+    def watch(moment: str, info: dict) -> None:
+        if moment == "start":
             started[:] = [time.perf_counter()]
-        elif started:
-            entry = collections[info["generation"]]
-            entry[0] += 1
-            entry[1] += time.perf_counter() - started[0]
+        elif started and phase[0] in phases:
+            entry = phases[phase[0]]
+            seconds = time.perf_counter() - started[0]
+            if info["generation"] == 2:
+                entry["full"] += 1
+                entry["full_seconds"] += seconds
+            else:
+                entry["young_seconds"] += seconds
 
     gc.callbacks.append(watch)
+    from contextlib import nullcontext
+
     import suite
-    from suite.models import load_model
+    from suite.collector import before_exit, quick_start
 
-    if way == "untouched":
-        from contextlib import nullcontext
+    # The console script starts its command under quick_start (its run ends it), as here.
+    with quick_start() if way == "console script" else nullcontext():
+        from suite.models import load_model  # torch, and transformers with the model
 
-        from suite.evaluation import runner
+        if way == "untouched":
+            from suite.evaluation import runner
 
-        runner.long_lived_frozen = nullcontext  # the run as it was before the freeze
-    model = load_model(case["model"])  # loaded before the run, as the text bench's suite side does
-    measuring[0] = True
-    start = time.perf_counter()
-    suite.evaluate(model, case["dataset"], split=case["split"], n=case["n"], attacks=[case["attack"]],
-                   **({"adversary": ["none"]} if case["modality"] == "text" else {"eps": 0.006}))
-    seconds = time.perf_counter() - start
-    measuring[0] = False
-    report = {"run": seconds, "full_collections": collections[2][0], "full_seconds": collections[2][1],
-              "young_seconds": collections[0][1] + collections[1][1]}
-    if way == "console exit":
-        from suite.collector import before_exit
-
+            runner.long_lived_frozen = nullcontext  # the run as it was before the freeze
+        model = load_model(case["model"])  # loaded before the run, as the text bench's suite side does
+        start_seconds = time.perf_counter() - began
+        phase[0] = "run"
+        start = time.perf_counter()
+        suite.evaluate(model, case["dataset"], split=case["split"], n=case["n"], attacks=[case["attack"]],
+                       **({"adversary": ["none"]} if case["modality"] == "text" else {"eps": 0.006}))
+        seconds = time.perf_counter() - start
+    phase[0] = "done"
+    report = {"start": start_seconds, "run": seconds, **{f"{name}_{key}": value for name, found in phases.items()
+                                                          for key, value in found.items()}}
+    if way == "console script":
         before_exit()
     report["end"] = time.time()
     out.write_text(json.dumps(report))
@@ -125,17 +134,19 @@ def main() -> None:
                 measured = json.loads(out.read_text())
                 runs[way].append({**measured, "wall": ended - begin, "exit": ended - measured.pop("end")})
         out.unlink(missing_ok=True)
-        summary = {way: {key: statistics.median(run[key] for run in found)
-                         for key in ("wall", "run", "full_collections", "full_seconds", "young_seconds", "exit")}
+        keys = ("wall", "start", "start_full", "start_full_seconds", "start_young_seconds", "run", "run_full",
+                "run_full_seconds", "run_young_seconds", "exit")
+        summary = {way: {key: statistics.median(run[key] for run in found) for key in keys}
                    for way, found in runs.items()}
         report["cases"][name] = {"case": case, "median": summary, "runs": runs}
         print(f"\n## {name}: {case['attack']} on {case['model']}, n={case['n']} (median of {args.repeats})\n")
-        print("| way | wall to exit (s) | the run (s) | full collections in the run | their seconds | "
-              "younger collections' seconds | shutdown (s) |")
+        print("| way | wall to exit (s) | start: imports, loading (s) | its collections: full (s), younger (s) | "
+              "the run (s) | its collections: full (s), younger (s) | shutdown (s) |")
         print("|---|---|---|---|---|---|---|")
-        for way, values in summary.items():
-            print(f"| {way} | {values['wall']:.2f} | {values['run']:.2f} | {values['full_collections']:.0f} | "
-                  f"{values['full_seconds']:.2f} | {values['young_seconds']:.2f} | {values['exit']:.2f} |", flush=True)
+        for way, v in summary.items():
+            print(f"| {way} | {v['wall']:.2f} | {v['start']:.2f} | {v['start_full']:.0f}: {v['start_full_seconds']:.2f}, "
+                  f"{v['start_young_seconds']:.2f} | {v['run']:.2f} | {v['run_full']:.0f}: {v['run_full_seconds']:.2f}, "
+                  f"{v['run_young_seconds']:.2f} | {v['exit']:.2f} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
 

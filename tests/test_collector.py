@@ -111,3 +111,40 @@ def test_the_console_script_skips_the_scans_at_exit_and_main_in_process_does_not
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "builtin:nope" in done.stderr
     assert done.stdout.strip() == "frozen at exit: True"
+
+
+def test_a_command_starts_with_rare_collections_and_runs_with_the_usual_ones(monkeypatch, tmp_path):
+    """``advsuite`` raises the youngest generation's threshold while a command imports and loads,
+    gives the collector its own thresholds back when the run begins, and leaves them as it found
+    them when it returns, whether the command succeeded or failed."""
+    from test_cli import advsuite
+
+    from suite.collector import STARTUP_THRESHOLD
+    from suite.evaluation import prepare as prepare_module
+
+    own = gc.get_threshold()
+    seen = {}
+    preparing = prepare_module.prepare
+
+    def spy_prepare(*args, **kwargs):
+        seen["loading"] = gc.get_threshold()
+        return preparing(*args, **kwargs)
+
+    inner = runner._execute
+
+    def spy_execute(prepared):
+        seen["running"] = gc.get_threshold()
+        return inner(prepared)
+
+    import suite.evaluation.tasks as tasks
+
+    monkeypatch.setattr(tasks, "prepare", spy_prepare)  # the CLI prepares its tasks there
+    monkeypatch.setattr(runner, "_execute", spy_execute)
+    assert advsuite("evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "fgm_linf",
+                    "--eps", "0.05", "--n", "4", "--output", str(tmp_path / "run")) == 0
+    assert seen["loading"] == (STARTUP_THRESHOLD, *own[1:])
+    assert seen["running"] == own
+    assert gc.get_threshold() == own
+    # A command refused before any run gives the thresholds back too.
+    assert advsuite("evaluate", "--model", "builtin:nope") == 2
+    assert gc.get_threshold() == own

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from suite.version import __version__
-from suite.collector import before_exit
+from suite.collector import before_exit, quick_start
 from suite.cli import certify, compare, demo, evaluate, export, leaderboard, ls, prefetch, run, train, validate
 from suite.errors import SuiteError, WriteError, is_write_fault
 from suite.launch import launch
@@ -81,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if where:
         signal.signal(signal.SIGTERM, functools.partial(_stopped, where))
     try:
-        code = args.handler(args)
+        with quick_start():  # no full scans of what the command imports and loads (until its run)
+            code = args.handler(args)
     except SuiteError as error:
         _SAID.append(True)
         print(f"advsuite{where}: error: {error}", file=sys.stderr)

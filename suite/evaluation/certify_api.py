@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from suite.wdro.bounds import CertLoss, CostNorm
+from suite.collector import long_lived_frozen
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError
 from suite.evaluation.api import DatasetLike, ModelLike, radii, resolve_data, resolve_model
@@ -97,8 +98,9 @@ def certify(
         eval_set = load_eval_set(dataset_config, classifier.input_spec, seed)
     if not eval_set.examples:
         raise ConfigError(f"dataset {dataset_config.spec!r} split {dataset_config.split!r} has no examples")
-    report = certification_report(classifier, eval_set.examples, norm=norm, loss=loss, eps=list(budgets),
-                                  boxed=boxed, attacks=attacks, seed=seed)
+    with long_lived_frozen():  # the modules, model and data out of the collector's scans
+        report = certification_report(classifier, eval_set.examples, norm=norm, loss=loss, eps=list(budgets),
+                                      boxed=boxed, attacks=attacks, seed=seed)
     report["dataset"] = {"spec": dataset_config.spec, "split": dataset_config.split, "n": len(eval_set.examples),
                          "fingerprint": eval_set.fingerprint}
     if directory is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from suite.collector import long_lived_frozen
 from suite.data.base import Example
 from suite.errors import ConfigError
 from suite.models.trainable import Trainable
@@ -67,7 +68,8 @@ def train(config: TrainConfig, output: Path, *, overwrite: bool = False, wait: b
     store.check(overwrite)
     store.open(overwrite, wait)
     try:
-        summary = _run(config, method, modality, data, store)
+        with long_lived_frozen():  # the modules, model and data out of the collector's scans
+            summary = _run(config, method, modality, data, store)
     except BaseException:
         store.close(failed=True)
         raise
