@@ -19,7 +19,7 @@ from contextlib import contextmanager
 #: every 50,000 new container objects instead of CPython's 700, so the full collections that
 #: the objects of torch's, transformers' and TextAttack's imports set off are 70 times rarer.
 STARTUP_THRESHOLD = 50_000
-#: The thresholds to give back when the command's first run begins (None: no start under way).
+#: The thresholds to give back when the command's first run begins (empty: no start under way).
 _starting: list[tuple[int, int, int]] = []
 
 
@@ -32,8 +32,9 @@ def quick_start() -> Iterator[None]:
     process, and CPython scans them again at every full collection: 8 full collections, 1.0 s,
     before a text run's first example (``bench/collector.py``). Garbage in reference cycles made
     meanwhile waits a little longer for its collection (reference counting frees the rest at
-    once, as always); a long loop never runs under the raised threshold. Left alone where the
-    caller disabled the collector.
+    once, as always). The suite's long loops (an evaluation's run, training, certification)
+    begin in :func:`long_lived_frozen`, so none runs under the raised threshold. Left alone
+    where the caller disabled the collector.
     """
     if not gc.isenabled() or _starting:
         yield
