@@ -29,8 +29,8 @@ def quick_start() -> Iterator[None]:
     command's first run begins (:func:`long_lived_frozen`) or when the block ends.
 
     A command starts with seconds of imports and loading whose objects all live as long as the
-    process, and CPython scans them again at every full collection: 8 full collections, 1.0 s,
-    before a text run's first example (``bench/collector.py``). Garbage in reference cycles made
+    process, and CPython scans them again at every full collection: 7–8 full collections,
+    0.7–1.0 s, before a text run's first example (``bench/collector.py``). Garbage in reference cycles made
     meanwhile waits a little longer for its collection (reference counting frees the rest at
     once, as always). The suite's long loops (an evaluation's run, training, certification)
     begin in :func:`long_lived_frozen`, so none runs under the raised threshold. Left alone
