@@ -9,21 +9,12 @@ import subprocess
 import sys
 
 import pytest
-import torch
-from torch import nn
 
 import suite
 from suite.collector import long_lived_frozen
 from suite.evaluation import runner
 
-
-def _net_and_data():
-    torch.manual_seed(0)
-    net = nn.Sequential(nn.Flatten(), nn.Linear(16, 3))
-    images = torch.rand(12, 1, 4, 4)
-    with torch.no_grad():
-        labels = net(images).argmax(dim=1)
-    return net, images, labels
+from test_core import _linear_net  # a linear net and the 4x4 images it classifies
 
 
 @pytest.fixture
@@ -41,7 +32,7 @@ def seen_frozen(monkeypatch):
 
 
 def test_a_run_freezes_what_lives_before_it_and_gives_it_back(seen_frozen):
-    net, images, labels = _net_and_data()
+    net, images, labels = _linear_net()
     assert gc.get_freeze_count() == 0 and gc.isenabled()
     results = suite.evaluate(net, (images, labels), attacks=["fgm_linf"], eps=0.05)
     assert results.clean_accuracy == 1.0
@@ -52,7 +43,7 @@ def test_a_run_freezes_what_lives_before_it_and_gives_it_back(seen_frozen):
 
 
 def test_a_failed_run_gives_the_frozen_objects_back(seen_frozen, monkeypatch):
-    net, images, labels = _net_and_data()
+    net, images, labels = _linear_net()
 
     def broken(prepared):
         raise RuntimeError("a bug in the middle of a run")
@@ -81,7 +72,7 @@ def test_a_cycle_that_became_garbage_during_the_block_is_collected_after_it():
 
 
 def test_a_caller_that_manages_the_collector_is_left_alone(seen_frozen):
-    net, images, labels = _net_and_data()
+    net, images, labels = _linear_net()
     gc.disable()
     try:
         suite.evaluate(net, (images, labels), attacks=["fgm_linf"], eps=0.05)
