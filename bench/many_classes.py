@@ -32,6 +32,17 @@ With several ``--attack-seeds`` (the same models and test pairs; only the attack
 change), every configuration runs at each, is compared with ``autoattack`` at the same seed as
 above, and a second table compares every run with ``autoattack`` at every other seed: what
 ``autoattack`` misses against itself is the yardstick for what ``auto`` misses against it.
+
+One run's "missed" is a draw: an example near the decision boundary is broken by some random
+starts and not others. With ``--boundary-from`` (earlier ``--attack-seeds`` reports of the same
+``--seed``), the examples whose outcome differed between those runs are attacked again, alone,
+by every configuration at ``--boundary-seeds`` fresh attack seeds (1000 up). Each example's
+break frequency per configuration gives the expected number broken and the expected number
+missed against an independent ``autoattack`` run (``autoattack`` against itself included):
+what a single run's counts only sample. ``--table`` prints the table of such reports again:
+
+    python bench/many_classes.py --seed 0 --targets 9 --rankings logit --boundary-from /tmp/seed0.json --json /tmp/boundary0.json
+    python bench/many_classes.py --table /tmp/boundary0.json /tmp/boundary1.json
 """
 
 from __future__ import annotations
@@ -272,6 +283,74 @@ def across_seeds(rows: list[dict]) -> list[dict]:
     return found
 
 
+def boundary_ids(rows: list[dict]) -> dict[str, list[str]]:
+    """Per model, the examples some run (of any attack, at any attack seed) broke and another
+    did not: the only ones whose outcome the attacks' random draws decide."""
+    found: dict[str, list[str]] = {}
+    for name in dict.fromkeys(row["model"] for row in rows):
+        runs = [set(row["broken"]) for row in rows if row["model"] == name]
+        found[name] = sorted(set().union(*runs) - set.intersection(*runs), key=int)
+    return found
+
+
+def boundary_case(name: str, net: nn.Module, images: torch.Tensor, labels: torch.Tensor, eps: float, ids: list[str],
+                  configs: list[dict], seeds: Sequence[int], batch_size: int, output: Path) -> dict:
+    """How many of ``seeds`` break each example of ``ids`` (test pair ids), per configuration:
+    each seed is one ``suite.evaluate`` run of every configuration on those pairs alone. The
+    sum over the examples of an attack's break frequencies is how many of them it breaks in
+    expectation; every other example is broken by every run or by none."""
+    chosen = torch.tensor([int(key) for key in ids], dtype=torch.long)
+    case = {"model": name, "eps": eps, "ids": ids, "seeds": list(seeds), "hits": {}, "seconds": {}}
+    for config in configs:
+        hits, seconds = [0] * len(ids), 0.0
+        for seed in seeds:
+            model = from_module(CountingModule(net), input_size=tuple(images.shape[1:]), mean=MEAN, std=STD,
+                                labels=CLASSES, name=f"many-classes-{name}", device="cpu")
+            directory = output / "boundary" / name / config["label"] / f"seed-{seed}"
+            start = time.perf_counter()
+            suite.evaluate(model, (images[chosen], labels[chosen]), attacks=[config], eps=eps, output=directory,
+                           options=suite.RunOptions(seed=seed, batch_size=batch_size, overwrite=True))
+            seconds += time.perf_counter() - start
+            robust = _robust_by_id(directory)  # ids are positions in the chosen pairs
+            hits = [count + int(not robust.get(str(position), (True, 0))[0]) for position, count in enumerate(hits)]
+        case["hits"][config["label"]], case["seconds"][config["label"]] = hits, seconds
+        print(f"  {name} boundary {config['label']}: {dict(zip(ids, hits))} of {len(seeds)} seeds, "
+              f"{seconds:.1f}s", flush=True)
+    return case
+
+
+def boundary_table(cases: list[dict]) -> str:
+    """Per model and boundary example, each configuration's break frequency; per model, the
+    expected number broken (the frequencies' sum)."""
+    labels = list(dict.fromkeys(label for case in cases for label in case["hits"]))
+    lines = ["| model | test pair | " + " | ".join(f"`{label}`" for label in labels) + " |",
+             "|---|---|" + "---|" * len(labels)]
+    for case in cases:
+        k = len(case["seeds"])
+        model = case["model"] if case.get("models_seed") is None else f"{case['model']} (seed {case['models_seed']})"
+        for row, key in enumerate(case["ids"]):
+            lines.append(f"| {model} | {key} | " + " | ".join(
+                f"{case['hits'][label][row]}/{k}" if label in case["hits"] else "–" for label in labels) + " |")
+        lines.append(f"| {model} | expected broken | " + " | ".join(
+            f"{sum(case['hits'][label]) / k:.2f}" if label in case["hits"] else "–" for label in labels) + " |")
+        if "autoattack" in case["hits"]:
+            lines.append(f"| {model} | expected missed vs an `autoattack` run | " + " | ".join(
+                f"{expected_missed(case, label):.2f}" if label in case["hits"] else "–" for label in labels) + " |")
+    return "\n".join(lines)
+
+
+def expected_missed(case: dict, label: str, reference: str = "autoattack") -> float:
+    """How many of the boundary examples a run of ``label`` misses, in expectation, against an
+    independent run of ``reference``: the sum of p_ref (1 - p_label) over the examples, with
+    each p its break frequency. Against the reference itself the plug-in p (1 - p) is biased
+    low by (k - 1)/k over k seeds, so it is scaled back (unbiased)."""
+    k = len(case["seeds"])
+    ref = [hits / k for hits in case["hits"][reference]]
+    mine = [hits / k for hits in case["hits"][label]]
+    total = sum(p * (1 - q) for p, q in zip(ref, mine))
+    return total * k / (k - 1) if label == reference and k > 1 else total
+
+
 def _table(rows: list[dict]) -> str:
     lines = ["| model | ε | attack seed | attack | robust acc | missed vs AA | extra vs AA | seconds | time / AA | "
              "gradient rows | rows / AA | backward rows | forward rows |",
@@ -305,11 +384,26 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="seeds the training, the test pairs and the attacks")
     parser.add_argument("--attack-seeds", help="run seeds of the attacks, comma-separated (default: --seed); "
                                                "the models and test pairs stay --seed's")
+    parser.add_argument("--variants", nargs="*", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="further configurations of auto (9 targets by logit), each given by its parameters, "
+                             "e.g. target_steps=100 or steps=200,best_target_steps=0")
+    parser.add_argument("--boundary-from", nargs="+", type=Path, metavar="JSON",
+                        help="instead: the boundary examples of these earlier --json reports of the same --seed "
+                             "(see above), each attacked alone at --boundary-seeds seeds")
+    parser.add_argument("--boundary-seeds", type=int, default=20,
+                        help="--boundary-from: attack seeds per configuration, from 1000 up (default 20)")
+    parser.add_argument("--table", nargs="+", type=Path, metavar="JSON",
+                        help="only print the boundary table of these earlier --boundary-from reports")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 40 pairs, 9 targets, 150 training steps, the plain model")
     parser.add_argument("--output", type=Path, default=Path("runs/many_classes"), help="the runs' directories")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     args = parser.parse_args()
+    if args.table:
+        reports = [json.loads(path.read_text(encoding="utf-8")) for path in args.table]
+        print(boundary_table([{**case, "models_seed": report["seed"]} for report in reports
+                              for case in report.get("boundary", [])]))
+        return
     if args.quick:
         args.n, args.targets, args.steps, args.models = 40, "9", 150, "plain"
     unknown = sorted(set(args.models.split(",")) - set(METHODS))
@@ -319,6 +413,15 @@ def main() -> None:
     configs = configurations([int(count) for count in args.targets.split(",")],
                              [int(steps) for steps in args.target_steps.split(",")], args.rankings.split(","),
                              [int(steps) for steps in args.best_target_steps.split(",")])
+    for variant in args.variants:
+        try:
+            params = {key: int(value) for key, value in (part.split("=", 1) for part in variant.split(","))}
+        except ValueError:
+            parser.error(f"--variants takes KEY=VALUE pairs with integer values, not {variant!r}")
+        configs.append({"name": "auto", "ranking": "logit", "targets": 9, **params,
+                        "label": "auto-" + "-".join(f"{key}{value}" for key, value in params.items())})
+    if args.boundary_seeds < 1:
+        parser.error("--boundary-seeds must be at least 1")
     try:
         attack_seeds = [int(seed) for seed in (args.attack_seeds or str(args.seed)).split(",")]
     except ValueError:
@@ -328,15 +431,34 @@ def main() -> None:
     images, labels = test_pairs(args.n, args.seed)
     report = {"task": "digit pairs (100 classes, 1x16x32)", "arch": ARCH, "n": args.n, "seed": args.seed,
               "batch_size": args.batch_size, "steps": args.steps, "train_eps": args.train_eps, "models": {}, "rows": []}
+    boundary = None
+    if args.boundary_from:
+        earlier = [json.loads(path.read_text(encoding="utf-8")) for path in args.boundary_from]
+        if any(run.get("seed") != args.seed or run.get("n") != args.n for run in earlier):
+            parser.error("--boundary-from: the reports must be of this --seed and --n")
+        boundary = boundary_ids([row for run in earlier for row in run["rows"]])
+        report["boundary"] = []
     for method in args.models.split(","):
         net, path, seconds = cached_model(method, args.steps, args.train_eps, args.seed)
         eps = args.eps if method == "plain" else args.at_eps
         print(f"{method}: {path} ({'trained in %.0f s' % seconds if seconds else 'cached'})", flush=True)
         report["models"][method] = {"weights": str(path), "train_seconds": seconds, "eps": eps}
+        if boundary is not None:
+            if boundary.get(method):
+                report["boundary"].append(boundary_case(
+                    method, net, images, labels, eps, boundary[method], configs,
+                    range(1000, 1000 + args.boundary_seeds), args.batch_size, args.output) | {"models_seed": args.seed})
+            continue
         for seed in attack_seeds:
             # One seed, the training seed: the directories of earlier runs; several: one each.
             output = args.output if attack_seeds == [args.seed] else args.output / f"attack-seed-{seed}"
             report["rows"] += compare(method, net, images, labels, eps, configs, seed, args.batch_size, output)
+    if boundary is not None:
+        print(f"\n## break frequency on the boundary examples ({args.boundary_seeds} seeds each)\n")
+        print(boundary_table(report["boundary"]))
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+        return
     print(f"\n## auto vs autoattack on 100 classes (digit pairs, {ARCH}, n={args.n}, seed {args.seed}, "
           f"batch {args.batch_size})\n")
     print(_table(report["rows"]))
