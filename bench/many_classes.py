@@ -321,7 +321,8 @@ def boundary_case(name: str, net: nn.Module, images: torch.Tensor, labels: torch
 
 def boundary_table(cases: list[dict]) -> str:
     """Per model and boundary example, each configuration's break frequency; per model, the
-    expected number broken (the frequencies' sum)."""
+    expected number broken (the frequencies' sum) and, when ``autoattack`` ran, the expected
+    number missed against an independent run of it (:func:`expected_missed`)."""
     labels = list(dict.fromkeys(label for case in cases for label in case["hits"]))
     lines = ["| model | test pair | " + " | ".join(f"`{label}`" for label in labels) + " |",
              "|---|---|" + "---|" * len(labels)]
@@ -434,8 +435,9 @@ def main() -> None:
     boundary = None
     if args.boundary_from:
         earlier = [json.loads(path.read_text(encoding="utf-8")) for path in args.boundary_from]
-        if any(run.get("seed") != args.seed or run.get("n") != args.n for run in earlier):
-            parser.error("--boundary-from: the reports must be of this --seed and --n")
+        same = ("seed", "n", "steps", "train_eps")  # the models and test pairs the ids refer to
+        if any(run.get(key) != report[key] for run in earlier for key in same):
+            parser.error("--boundary-from: the reports must be of this --seed, --n, --steps and --train-eps")
         boundary = boundary_ids([row for run in earlier for row in run["rows"]])
         report["boundary"] = []
     for method in args.models.split(","):
