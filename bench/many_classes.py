@@ -226,6 +226,13 @@ def _robust_by_id(directory: Path) -> dict[str, tuple[bool, int]]:
     return found
 
 
+def served(name: str, net: nn.Module, images: torch.Tensor) -> tuple:
+    """``net`` behind a row counter, served to ``suite.evaluate``: (the model, its counter)."""
+    counting = CountingModule(net)
+    return from_module(counting, input_size=tuple(images.shape[1:]), mean=MEAN, std=STD, labels=CLASSES,
+                       name=f"many-classes-{name}", device="cpu"), counting
+
+
 def compare(name: str, net: nn.Module, images: torch.Tensor, labels: torch.Tensor, eps: float, configs: list[dict],
             seed: int, batch_size: int, output: Path) -> list[dict]:
     """One row per configuration, each run by ``suite.evaluate`` (run seed ``seed``) into
@@ -233,9 +240,7 @@ def compare(name: str, net: nn.Module, images: torch.Tensor, labels: torch.Tenso
     are compared with. Each row keeps the ids of the examples its attack broke."""
     rows, reference = [], None
     for config in configs:
-        counting = CountingModule(net)
-        model = from_module(counting, input_size=tuple(images.shape[1:]), mean=MEAN, std=STD, labels=CLASSES,
-                            name=f"many-classes-{name}", device="cpu")
+        model, counting = served(name, net, images)
         directory = output / name / config["label"]
         start = time.perf_counter()
         results = suite.evaluate(model, (images, labels), attacks=[config], eps=eps, output=directory,
@@ -301,11 +306,10 @@ def boundary_case(name: str, net: nn.Module, images: torch.Tensor, labels: torch
     expectation; every other example is broken by every run or by none."""
     chosen = torch.tensor([int(key) for key in ids], dtype=torch.long)
     case = {"model": name, "eps": eps, "ids": ids, "seeds": list(seeds), "hits": {}, "seconds": {}}
+    model, _ = served(name, net, images)
     for config in configs:
         hits, seconds = [0] * len(ids), 0.0
         for seed in seeds:
-            model = from_module(CountingModule(net), input_size=tuple(images.shape[1:]), mean=MEAN, std=STD,
-                                labels=CLASSES, name=f"many-classes-{name}", device="cpu")
             directory = output / "boundary" / name / config["label"] / f"seed-{seed}"
             start = time.perf_counter()
             suite.evaluate(model, (images[chosen], labels[chosen]), attacks=[config], eps=eps, output=directory,
