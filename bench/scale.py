@@ -259,13 +259,16 @@ def main() -> None:
         command = [sys.executable, __file__, "--child", section, "--attack", attack, "--n", str(args.n),
                    "--batch-size", str(args.batch_size), "--arch", args.arch, "--eps", str(args.eps),
                    "--cpu-steps", str(args.cpu_steps), *(["--device", args.device] if args.device else [])]
-        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # the caller's path kept
+        done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
         if done.returncode or not lines:
             print(f"{section} {attack} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
             continue
         rows.append(json.loads(lines[-1][len("RESULT "):]))
         print(table(rows[-1:]).splitlines()[-1], flush=True)
+        if args.json:  # after every configuration: a run cut short keeps what it measured
+            Path(args.json).write_text(json.dumps(rows, indent=2))
     print(table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))

@@ -37,6 +37,13 @@ times, alternating with the other, and the times are medians (every run's wall t
 the JSON; searches and counts are the same in every run):
 
     python bench/text_attacks.py --speed --ns 60 240 960 --repeats 3 --workdir /tmp/text-speed --json /tmp/text-speed.json
+
+With ``--size base`` the model is BERT-base-shaped instead (12 layers, hidden 768, 12 heads,
+intermediate 3072; word-level vocabulary), trained here for ``--epochs`` (default 4) at a peak
+rate of 1e-4 with a 10 % linear warm-up and linear decay, on ``--device`` (default CUDA when
+present) where both sides then run. It is meant for a GPU (``bench/device_checks.sh text``):
+
+    python bench/text_attacks.py --speed --size base --ns 240 --workdir /tmp/text-speed-gpu --json text-gpu.json
 """
 
 from __future__ import annotations
@@ -160,14 +167,30 @@ def versus_textattack(model_dir: Path, data: Path, n: int, recipe: str) -> dict:
 SPEED_RECIPES = ("deepwordbug", "pwws")
 
 
+#: --speed's models: directory name, description, training shape and rate.
+SPEED_SIZES = {
+    "small": ("bert-2layer", "BERT, 2 layers, hidden 256, word-level vocabulary of the train split",
+              {"hidden_size": 256, "layers": 2}),
+    "base": ("bert-base", "BERT-base shape (12 layers, hidden 768, 12 heads), word-level vocabulary of the train split",
+             {"hidden_size": 768, "layers": 12, "heads": 12, "intermediate_size": 3072, "warmup": 0.1}),
+}
+
+
 def speed(args: argparse.Namespace, workdir: Path) -> dict:
     """End-to-end and attack-loop throughput of the suite against plain TextAttack, at each n."""
     import torch
 
     from suite.models import load_model
+    from suite.models.config import ModelConfig
 
-    model_dir = workdir / "bert-2layer"
+    directory, description, shape = SPEED_SIZES[args.size]
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    epochs = args.epochs if args.epochs is not None else (4 if args.size == "base" else 3)
+    lr = args.lr if args.lr is not None else (1e-4 if args.size == "base" else 5e-4)
+    model_dir = workdir / directory
     train_seconds = None
+    if args.size == "base" and device == "cpu":
+        print("note: --size base on the CPU: training a BERT-base shape takes hours on 2 cores", flush=True)
     if not (model_dir / "config.json").exists():
         from suite.models.builtin import train_word_bert
 
@@ -175,18 +198,21 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
         start = time.perf_counter()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            train_word_bert(model_dir, texts, labels, ["negative", "positive"], epochs=args.epochs, hidden_size=256,
-                            lr=args.lr, layers=2)
+            train_word_bert(model_dir, texts, labels, ["negative", "positive"], epochs=epochs, lr=lr,
+                            device=device if args.size == "base" else None, **shape)
         train_seconds = time.perf_counter() - start
-    model = load_model(f"hf:{model_dir}")
+    model = load_model(ModelConfig(spec=f"hf:{model_dir}", device=device))
     texts, labels = _read(args.data / "test.csv")
     predictions = model.predict(texts).tolist()
     accuracy = sum(p == y for p, y in zip(predictions, labels)) / len(labels)
     correct = [i for i, (p, y) in enumerate(zip(predictions, labels)) if p == y]
-    report = {"model": "BERT, 2 layers, hidden 256, word-level vocabulary of the train split",
-              "test_accuracy": accuracy, "train_seconds": train_seconds, "threads": torch.get_num_threads(),
-              "rows": []}
-    print(f"model: test accuracy {accuracy:.1%}", flush=True)
+    report = {"model": description, "test_accuracy": accuracy, "train_seconds": train_seconds,
+              "threads": torch.get_num_threads(), "device": device, "torch": torch.__version__,
+              "gpu": torch.cuda.get_device_name(device) if device.startswith("cuda") else None, "rows": []}
+    print(f"model: test accuracy {accuracy:.1%} ({description}, {device})", flush=True)
+    if accuracy < 0.6:
+        print("warning: the model is barely better than chance; its searches are not typical of a trained model",
+              flush=True)
     for n in args.ns:
         chosen = correct[:n]
         examples = workdir / f"examples-{n}.json"
@@ -194,7 +220,7 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
         for recipe in args.recipes:
             # Each side --repeats times, alternating (plain, suite, plain, ...); the median wall and
             # loop times per side: this machine's timings drift by 20 % and more between runs.
-            runs = [{side: _speed_child(side, recipe, examples, model_dir, workdir) for side in ("plain", "suite")}
+            runs = [{side: _speed_child(side, recipe, examples, model_dir, workdir, device) for side in ("plain", "suite")}
                     for _ in range(args.repeats)]
             sides = {side: {**runs[0][side], **{key: statistics.median(run[side][key] for run in runs)
                                                 for key in ("wall", "loop")},
@@ -217,18 +243,18 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
     return report
 
 
-def _speed_child(side: str, recipe: str, examples: Path, model_dir: Path, workdir: Path) -> dict:
+def _speed_child(side: str, recipe: str, examples: Path, model_dir: Path, workdir: Path, device: str) -> dict:
     import subprocess
 
     out = workdir / f"{side}-{recipe}-{examples.stem}.json"
     start = time.perf_counter()
     subprocess.run([sys.executable, __file__, "--speed-child", side, "--recipe", recipe, "--examples", str(examples),
-                    "--model", str(model_dir), "--out", str(out)], check=True)
+                    "--model", str(model_dir), "--out", str(out), "--device", device], check=True)
     wall = time.perf_counter() - start
     return {**json.loads(out.read_text()), "wall": wall}
 
 
-def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, out: Path) -> None:
+def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, out: Path, device: str) -> None:
     """One side, in this fresh process: what it found per example, its loop time, passes and rows."""
     data = json.loads(examples_file.read_text())
     counts = {"passes": 0, "rows": 0}
@@ -250,7 +276,7 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         from textattack.models.wrappers import HuggingFaceModelWrapper
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        module = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+        module = AutoModelForSequenceClassification.from_pretrained(model_dir).eval().to(device)
         module.register_forward_hook(count, with_kwargs=True)
         builders = {"pwws": attack_recipes.PWWSRen2019, "deepwordbug": attack_recipes.DeepWordBugGao2018}
         attack = builders[recipe].build(HuggingFaceModelWrapper(module, AutoTokenizer.from_pretrained(model_dir)))
@@ -261,12 +287,17 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
             textattack.shared.utils.set_seed(example_seed(0, recipe, str(i)) % 2**32)
             result = attack.attack(text, label)
             found.append([result.perturbed_result.attacked_text.text, isinstance(result, SuccessfulAttackResult)])
+        if device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
         loop = time.perf_counter() - start
     else:
         import suite
         from suite.models import load_model
+        from suite.models.config import ModelConfig
 
-        model = load_model(f"hf:{model_dir}")
+        model = load_model(ModelConfig(spec=f"hf:{model_dir}", device=device))
         model.module.register_forward_hook(count, with_kwargs=True)
         run_dir = out.with_suffix("")
         shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run (an existing one would be resumed)
@@ -370,9 +401,9 @@ def main() -> int:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--n", type=int, default=100, help="test examples per task")
     parser.add_argument("--opt-n", type=int, default=40, help="validation examples per Q(T) evaluation")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, help="training epochs (default 3; --speed --size base: 4)")
     # 2e-3 (the built-in model's rate) collapses this larger model to one class on Rotten Tomatoes.
-    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--lr", type=float, help="training rate (default 5e-4; --speed --size base: 1e-4 at peak)")
     parser.add_argument("--versus-n", type=int, default=100, help="examples for the suite vs TextAttack comparison")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--protocol", action="store_true", help="the IoR paper's protocol (trained models)")
@@ -389,6 +420,9 @@ def main() -> int:
     parser.add_argument("--recipes", nargs="+", default=list(SPEED_RECIPES), help="--speed: recipes")
     parser.add_argument("--repeats", type=int, default=1,
                         help="--speed: runs of each side, alternating; the table gives the medians")
+    parser.add_argument("--size", choices=sorted(SPEED_SIZES), default="small",
+                        help="--speed: the model (small: 2 layers, hidden 256; base: BERT-base shape, for a GPU)")
+    parser.add_argument("--device", help="--speed: where both sides run (default: CUDA when present)")
     parser.add_argument("--speed-child", choices=["plain", "suite"], help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
     parser.add_argument("--examples", type=Path, help=argparse.SUPPRESS)
@@ -398,7 +432,7 @@ def main() -> int:
     if args.repeats < 1:
         parser.error("--repeats takes 1 or more")
     if args.speed_child:
-        speed_child(args.speed_child, args.recipe, args.examples, args.model, args.out)
+        speed_child(args.speed_child, args.recipe, args.examples, args.model, args.out, args.device or "cpu")
         return 0
     if not (args.data / "train.csv").exists():
         print(f"skipped: Rotten Tomatoes not found at {args.data} (see docs/attacks/measured.md or --data)")
@@ -410,6 +444,8 @@ def main() -> int:
         if args.json:
             args.json.write_text(json.dumps(report, indent=2) + "\n")
         return 0
+    args.epochs = 3 if args.epochs is None else args.epochs
+    args.lr = 5e-4 if args.lr is None else args.lr
     if args.protocol:
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-ior-"))
         report = protocol(args, workdir)

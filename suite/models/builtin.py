@@ -270,10 +270,14 @@ def _train_sentiment(directory: Path) -> None:
 
 def train_word_bert(directory: Path, texts: list[str], labels: list[int], label_names: list[str], epochs: int,
                     hidden_size: int = 64, max_length: int = 64, lr: float = 2e-3, seed: int = TRAIN_SEED,
-                    layers: int = 1) -> None:
+                    layers: int = 1, heads: int = 2, intermediate_size: int | None = None, warmup: float = 0.0,
+                    device: str | torch.device | None = None) -> None:
     """Train a BERT (one layer unless ``layers``) with a word-level tokenizer (vocabulary of
     ``texts``) and save it with ``save_pretrained`` (safetensors) into ``directory``. Also used
-    by ``bench/``."""
+    by ``bench/`` (which trains a BERT-base shape on a GPU: ``layers=12, hidden_size=768,
+    heads=12, intermediate_size=3072``, a ``warmup`` fraction of the steps with the rate rising
+    linearly from 0 and then falling linearly to 0, and ``device``). The defaults (no warm-up, a
+    constant rate, the CPU) are the built-in models' recipe."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
@@ -292,14 +296,23 @@ def train_word_bert(directory: Path, texts: list[str], labels: list[int], label_
         sep_token="[SEP]", mask_token="[MASK]", model_max_length=max_length,
     )
     config = BertConfig(
-        vocab_size=len(vocab), hidden_size=hidden_size, num_hidden_layers=layers, num_attention_heads=2,
-        intermediate_size=2 * hidden_size, max_position_embeddings=max_length, num_labels=len(label_names),
-        id2label=dict(enumerate(label_names)), label2id={name: i for i, name in enumerate(label_names)},
+        vocab_size=len(vocab), hidden_size=hidden_size, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=intermediate_size or 2 * hidden_size, max_position_embeddings=max_length,
+        num_labels=len(label_names), id2label=dict(enumerate(label_names)),
+        label2id={name: i for i, name in enumerate(label_names)},
     )
     model = BertForSequenceClassification(config)
+    device = torch.device(device or "cpu")
+    model.to(device)
     targets = torch.tensor(labels)
     encoded = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    total = epochs * -(-len(targets) // 32)
+    ramp = int(warmup * total)
+    schedule = None
+    if warmup:
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda step: (step + 1) / ramp if step < ramp else max(0.0, (total - step) / max(1, total - ramp)))
     generator = torch.Generator().manual_seed(seed)
     model.train()
     with progress_bar(epochs, f"training {Path(directory).name}", unit="epoch") as bar:
@@ -307,14 +320,16 @@ def train_word_bert(directory: Path, texts: list[str], labels: list[int], label_
             order = torch.randperm(len(targets), generator=generator)
             for start in range(0, len(order), 32):
                 rows = order[start : start + 32]
-                batch = {key: value[rows] for key, value in encoded.items()}
-                loss = model(**batch, labels=targets[rows]).loss
+                batch = {key: value[rows].to(device) for key, value in encoded.items()}
+                loss = model(**batch, labels=targets[rows].to(device)).loss
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
+                if schedule is not None:
+                    schedule.step()
             bar.update(1)
     model.eval()
-    model.save_pretrained(directory, safe_serialization=True)
+    model.to("cpu").save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)
 
 

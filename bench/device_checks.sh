@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU measurements of issues 35 and 36, as one prepared command for a lent GPU machine.
+#
+# On the machine with PyPI (here): `bash bench/device_kit.sh` fills .device/ (gitignored):
+# the wheels the GPU machine's image lacks, WordNet, Rotten Tomatoes and the built-in digits-cnn.
+# Then, with the `device` tool, from the repository root, each part in its own call, most wanted
+# first (a lent machine gives 15 minutes in all, its start included):
+#
+#   run(command="bash bench/device_checks.sh text", carry=[".device"], timeout_s=600)
+#   run(command="bash bench/device_checks.sh cuda", carry=[".device"], timeout_s=480)
+#   run(command="bash bench/device_checks.sh scale", carry=[".device"], timeout_s=600)
+#
+# Parts (what each measures: the docstrings of the scripts it runs):
+#   text   bench/text_attacks.py --speed --size base: a BERT-base shape trained on Rotten
+#          Tomatoes on the GPU, DeepWordBug and PWWS at 240 sentences, the suite against a plain
+#          TextAttack loop, both on the GPU                                     (about 4-6 min)
+#   cuda   bench/cuda_checks.py: batch size 1 vs the probe's choice on CUDA (with and without
+#          deterministic), a deterministic run twice, bf16 + channels-last speed on ResNet-50 224²
+#          and its outcome on digits-cnn                                          (about 3 min)
+#   scale  bench/scale.py --n 32: auto and autoattack on ResNet-50 224² and a text attack on a
+#          BERT-base shape, against the bare forward+backward throughput          (about 6 min)
+#   env    only the installation check (imports, versions, the GPU)
+# Everything a part writes lands in $OUT (the device tool's folder; ./device-out elsewhere):
+# its JSON and its log.
+set -uo pipefail
+part=${1:-env}
+case "$part" in
+env | cuda | text | scale) ;;
+*) echo "device_checks: unknown part '$part' (env, cuda, text, scale)" >&2; exit 2 ;;
+esac
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=${OUT:-$root/device-out}
+mkdir -p "$out"
+kit=$root/.device
+if [ ! -d "$kit/whl" ]; then
+    echo "device_checks: $kit/whl is missing: run bash bench/device_kit.sh here first, and carry .device" >&2
+    exit 2
+fi
+python=${PYTHON:-python3}
+# The carried wheels go first on the path: they shadow the image's transformers 5 (flair, which
+# textattack imports, needs transformers < 5) and what goes with it (tokenizers, huggingface_hub).
+site=/tmp/advsuite-site
+if [ ! -f "$site/.installed" ]; then
+    $python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+        "$kit"/whl/*.whl || { echo "device_checks: installing the carried wheels failed" >&2; exit 1; }
+    touch "$site/.installed"
+fi
+# bench/device_stubs stands in for jieba and boto3/botocore (imported, never called here).
+export PYTHONPATH="$site:$root/bench/device_stubs:$root" PYTHONUNBUFFERED=1
+# The built-in digits-cnn and WordNet (zipped), carried; NLTK data: the suite's own and this.
+export ADVSUITE_CACHE=$kit/cache HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 ADVSUITE_OFFLINE=1
+data=$kit/data/rotten_tomatoes
+
+$python - <<'EOF' 2>&1 | tee "$out/env.log"
+import importlib, sys
+import torch
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available(),
+      torch.cuda.get_device_name(0) if torch.cuda.is_available() else "")
+from suite.attacks.text.offline import import_textattack  # TextAttack with the suite's offline NLTK set-up
+
+for name in ("transformers", "tokenizers", "huggingface_hub", "timm", "textattack", "flair", "nltk", "datasets",
+             "pydantic", "suite"):
+    try:
+        module = import_textattack() if name == "textattack" else importlib.import_module(name)
+        print(name, getattr(module, "__version__", "?"), module.__file__)
+    except Exception as error:
+        print(name, "FAILED:", type(error).__name__, error)
+EOF
+
+case "$part" in
+env) ;;
+cuda)
+    timeout 420 $python bench/cuda_checks.py --json "$out/cuda-checks.json" 2>&1 | tee "$out/cuda.log" ;;
+text)
+    timeout 540 $python bench/text_attacks.py --speed --size base --ns 240 --data "$data" \
+        --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
+scale)
+    timeout 540 $python bench/scale.py --n 32 --batch-size 32 --json "$out/scale-gpu.json" 2>&1 | tee "$out/scale.log" ;;
+esac

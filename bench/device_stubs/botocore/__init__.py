@@ -1,0 +1,3 @@
+"""Stand-in for botocore on a lent GPU machine (bench/device_stubs/README.md)."""
+
+UNSIGNED = object()
