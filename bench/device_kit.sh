@@ -6,7 +6,8 @@
 #                       Python 3.12, manylinux x86-64; those PyPI has no wheel of, built here)
 #   .device/cache/      ADVSUITE_CACHE there: WordNet (zipped; NLTK reads corpora/wordnet.zip)
 #                       from Debian's wordnet-base, and the built-in digits-cnn, trained here
-#   .device/data/       Rotten Tomatoes (../shared/data/rotten_tomatoes or --data DIR)
+#   .device/data/       Rotten Tomatoes (../shared/data/rotten_tomatoes, or the folder given as
+#                       the first argument)
 #
 # The device tool carries at most 64 MiB with the working tree; the script prints the total.
 set -euo pipefail
