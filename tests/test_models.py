@@ -443,3 +443,32 @@ def test_malformed_hf_dir_files_are_one_line(tmp_path, name, content, message):
         load_model(f"hf:{directory}")
     assert message in str(caught.value)
     assert str(caught.value).count("cannot load") <= 1
+
+
+def test_train_word_bert_takes_a_shape_and_a_warm_up(tmp_path):
+    """bench/'s BERT-base recipe: heads, intermediate size and a warm-up reach the model and the
+    optimiser; without them the recipe is the built-ins' (the same weights as before)."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from suite.models.builtin import train_word_bert
+
+    texts = [f"{word} movie {i}" for i, word in enumerate(["good", "bad", "great", "awful"] * 16)]  # 2 steps an epoch
+    labels = [i % 2 for i in range(len(texts))]
+
+    def trained(name, **kwargs):
+        torch.manual_seed(0)
+        train_word_bert(tmp_path / name, texts, labels, ["negative", "positive"], epochs=4, hidden_size=16, **kwargs)
+        return json.loads((tmp_path / name / "config.json").read_text()), load_file(tmp_path / name / "model.safetensors")
+
+    plain_config, plain = trained("plain")
+    again_config, again = trained("again", heads=2, intermediate_size=None, warmup=0.0, device="cpu")
+    shaped_config, _ = trained("shaped", heads=4, intermediate_size=24)
+    _, warmed = trained("warmed", warmup=0.5)
+    assert (plain_config["num_attention_heads"], plain_config["intermediate_size"]) == (2, 32)
+    assert (shaped_config["num_attention_heads"], shaped_config["intermediate_size"]) == (4, 24)
+    assert all(torch.equal(plain[key], again[key]) for key in plain)  # the explicit defaults change nothing
+    # 8 steps at 1/4, 1/2, 3/4, 1, 1, 3/4, 1/2, 1/4 of the rate: other weights than a constant rate's
+    assert any(not torch.equal(plain[key], warmed[key]) for key in plain)
+    assert load_model(f"hf:{tmp_path / 'warmed'}").logits(["good movie"]).shape == (1, 2)
