@@ -69,25 +69,37 @@ def emit(rows: list, row: dict) -> None:
     print(json.dumps(row), flush=True)
 
 
-def batch_section(args, rows: list) -> None:
+def _auto(args) -> dict:
+    """``auto``, its steps cut on the CPU (``--cpu-steps``: a check of this script, not a measurement)."""
     attack = {"name": "auto"}
     if args.device_type == "cpu" and args.cpu_steps:
         attack.update(steps=args.cpu_steps, target_steps=max(1, args.cpu_steps // 3), best_target_steps=args.cpu_steps)
-    runs = {}
+    return attack
+
+
+def _digits(args, batch_size="auto", deterministic=False, precision="fp32") -> dict:
+    """``auto`` on the first ``--n`` test digits at ``--digits-eps``, each configuration run once
+    (fp32 is every attack's default precision: the batch section's run at ``auto`` is the
+    precision section's fp32 run)."""
+    key = (batch_size, deterministic, precision)
+    if key not in args.digit_runs:
+        args.digit_runs[key] = _run("builtin:digits-cnn", "builtin:digits", _auto(args), batch_size=batch_size,
+                                    deterministic=deterministic, precision=precision, n=args.n, eps=args.digits_eps)
+    return args.digit_runs[key]
+
+
+def batch_section(args, rows: list) -> None:
     for deterministic in (False, True):
-        for batch in (1, "auto"):
-            runs[(deterministic, batch)] = _run("builtin:digits-cnn", "builtin:digits", attack, batch_size=batch,
-                                                deterministic=deterministic, n=args.n, eps=args.digits_eps)
-        one, auto = runs[(deterministic, 1)], runs[(deterministic, "auto")]
+        one, auto = _digits(args, 1, deterministic), _digits(args, "auto", deterministic)
         emit(rows, {"check": "batch size 1 vs auto", "model": "builtin:digits-cnn", "attack": "auto",
                     "deterministic": deterministic, "auto_batch_sizes": auto["batch_sizes"],
                     "robust_accuracy": {"1": one["robust_accuracy"], "auto": auto["robust_accuracy"]},
                     "attack_seconds": {"1": one["attack_seconds"], "auto": auto["attack_seconds"]},
                     **_differences(one["records"], auto["records"])})
-    again = _run("builtin:digits-cnn", "builtin:digits", attack, batch_size="auto", deterministic=True, n=args.n,
+    again = _run("builtin:digits-cnn", "builtin:digits", _auto(args), batch_size="auto", deterministic=True, n=args.n,
                  eps=args.digits_eps)
     emit(rows, {"check": "deterministic, the same run twice", "model": "builtin:digits-cnn", "attack": "auto",
-                **_differences(runs[(True, "auto")]["records"], again["records"])})
+                **_differences(_digits(args, "auto", True)["records"], again["records"])})
 
 
 def precision_section(args, rows: list) -> None:
@@ -103,14 +115,11 @@ def precision_section(args, rows: list) -> None:
                         device=device)
     images = torch.rand((args.image_n, 3, 224, 224), generator=torch.Generator().manual_seed(1))
     labels = [int(p) for p in model.predict(images.to(device), batch_size=8)]
-    attack = {"name": "auto"}
-    if args.device_type == "cpu" and args.cpu_steps:
-        attack.update(steps=args.cpu_steps, target_steps=max(1, args.cpu_steps // 3), best_target_steps=args.cpu_steps)
     timings = {}
     for precision in ("fp32", "bf16"):
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        run = _run(model, (images, labels), attack, batch_size="auto", precision=precision, eps=1e-4)
+        run = _run(model, (images, labels), _auto(args), batch_size="auto", precision=precision, eps=1e-4)
         timings[precision] = {"attack_seconds": run["attack_seconds"], "wall_seconds": run["wall_seconds"],
                               "batch_sizes": run["batch_sizes"],
                               "peak_memory_mb": torch.cuda.max_memory_allocated() / 2**20
@@ -118,10 +127,7 @@ def precision_section(args, rows: list) -> None:
     emit(rows, {"check": "precision speed", "model": f"timm:{args.arch} 224² (random weights)", "attack": "auto",
                 "n": args.image_n, "eps": 1e-4, **timings,
                 "bf16_speed_up": timings["fp32"]["attack_seconds"] / timings["bf16"]["attack_seconds"]})
-    fp32 = _run("builtin:digits-cnn", "builtin:digits", attack, batch_size="auto", precision="fp32", n=args.n,
-                eps=args.digits_eps)
-    bf16 = _run("builtin:digits-cnn", "builtin:digits", attack, batch_size="auto", precision="bf16", n=args.n,
-                eps=args.digits_eps)
+    fp32, bf16 = _digits(args, precision="fp32"), _digits(args, precision="bf16")
     emit(rows, {"check": "precision outcome", "model": "builtin:digits-cnn", "attack": "auto",
                 "robust_accuracy": {"fp32": fp32["robust_accuracy"], "bf16": bf16["robust_accuracy"]},
                 "attack_seconds": {"fp32": fp32["attack_seconds"], "bf16": bf16["attack_seconds"]},
@@ -142,6 +148,7 @@ def main() -> int:
     import torch
 
     args.device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    args.digit_runs = {}
     info = {"check": "machine", "device": args.device_type, "torch": torch.__version__,
             "gpu": torch.cuda.get_device_name(0) if args.device_type == "cuda" else None}
     rows: list[dict] = []
