@@ -25,8 +25,10 @@ _starting: list[tuple[int, int, int]] = []
 
 @contextmanager
 def quick_start() -> Iterator[None]:
-    """While a command starts, the collector runs rarely; back to its thresholds when the
-    command's first run begins (:func:`long_lived_frozen`) or when the block ends.
+    """While a command starts or a model loads, the collector runs rarely; back to its
+    thresholds when the command's first run begins (:func:`long_lived_frozen`) or when the
+    block ends. Within a block already under way (a model loaded while the command starts) it
+    changes nothing.
 
     A command starts with seconds of imports and loading whose objects all live as long as the
     process, and CPython scans them again at every full collection: 7–8 full collections,

@@ -139,3 +139,34 @@ def test_a_command_starts_with_rare_collections_and_runs_with_the_usual_ones(mon
     # A command refused before any run gives the thresholds back too.
     assert advsuite("evaluate", "--model", "builtin:nope") == 2
     assert gc.get_threshold() == own
+
+
+def test_loading_a_model_collects_rarely_and_gives_the_thresholds_back(monkeypatch):
+    """``load_model`` in a library call: the raised threshold while the model loads, the caller's
+    own thresholds when it returns or fails; within the console script's start it changes nothing."""
+    from suite.collector import STARTUP_THRESHOLD, quick_start
+    from suite.models import MODEL_SCHEMES, load_model
+    from suite.models.config import ModelConfig
+
+    own = gc.get_threshold()
+    seen = []
+    builtin = MODEL_SCHEMES.get("builtin")
+
+    def spy(name, config):
+        seen.append(gc.get_threshold())
+        if name == "broken":
+            raise RuntimeError("a loader that fails")
+        return builtin(name, config)
+
+    monkeypatch.setitem(MODEL_SCHEMES._entries, "builtin", spy)
+    model = load_model(ModelConfig(spec="builtin:digits-cnn"))
+    assert model.num_classes == 10
+    assert seen == [(STARTUP_THRESHOLD, *own[1:])] and gc.get_threshold() == own
+    with pytest.raises(RuntimeError, match="a loader that fails"):
+        load_model(ModelConfig(spec="builtin:broken"))
+    assert gc.get_threshold() == own
+    with quick_start():  # a command's start: loading inside it leaves the start to the command
+        gc.set_threshold(STARTUP_THRESHOLD + 1, *own[1:])
+        load_model(ModelConfig(spec="builtin:digits-cnn"))
+        assert seen[-1] == (STARTUP_THRESHOLD + 1, *own[1:]) and gc.get_threshold() == seen[-1]
+    assert gc.get_threshold() == own
