@@ -14,7 +14,7 @@ def load_model(config: ModelConfig | str) -> Classifier:
     Loading runs with rare collections (:func:`~suite.collector.quick_start`; the collector's
     own thresholds again when it returns): a first load imports transformers or timm and builds
     the model, hundreds of thousands of objects that live as long as the process, and the full
-    scans they set off took 0.4-0.6 s of a 3.1-3.9 s load of a small BERT on a 2-core CPU.
+    scans they set off took 0.3-0.6 s of a 3.6-3.9 s load of a small BERT on a 2-core CPU.
     """
     if isinstance(config, str):
         config = ModelConfig(spec=config)
