@@ -185,8 +185,6 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
 
     directory, description, shape = SPEED_SIZES[args.size]
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    epochs = args.epochs if args.epochs is not None else (4 if args.size == "base" else 3)
-    lr = args.lr if args.lr is not None else (1e-4 if args.size == "base" else 5e-4)
     model_dir = workdir / directory
     train_seconds = None
     if args.size == "base" and device == "cpu":
@@ -198,7 +196,7 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
         start = time.perf_counter()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            train_word_bert(model_dir, texts, labels, ["negative", "positive"], epochs=epochs, lr=lr,
+            train_word_bert(model_dir, texts, labels, ["negative", "positive"], epochs=args.epochs, lr=args.lr,
                             device=device if args.size == "base" else None, **shape)
         train_seconds = time.perf_counter() - start
     model = load_model(ModelConfig(spec=f"hf:{model_dir}", device=device))
@@ -437,6 +435,9 @@ def main() -> int:
     if not (args.data / "train.csv").exists():
         print(f"skipped: Rotten Tomatoes not found at {args.data} (see docs/attacks/measured.md or --data)")
         return 0
+    epochs, lr = (4, 1e-4) if args.speed and args.size == "base" else (3, 5e-4)  # base: the rate at its peak
+    args.epochs = epochs if args.epochs is None else args.epochs
+    args.lr = lr if args.lr is None else args.lr
     if args.speed:
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-text-speed-"))
         workdir.mkdir(parents=True, exist_ok=True)
@@ -444,8 +445,6 @@ def main() -> int:
         if args.json:
             args.json.write_text(json.dumps(report, indent=2) + "\n")
         return 0
-    args.epochs = 3 if args.epochs is None else args.epochs
-    args.lr = 5e-4 if args.lr is None else args.lr
     if args.protocol:
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench-ior-"))
         report = protocol(args, workdir)
