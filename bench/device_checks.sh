@@ -3,12 +3,11 @@
 #
 # On the machine with PyPI (here): `bash bench/device_kit.sh` fills .device/ (gitignored):
 # the wheels the GPU machine's image lacks, WordNet, Rotten Tomatoes and the built-in digits-cnn.
-# Then, with the `device` tool, from the repository root, each part in its own call, most wanted
-# first (a lent machine gives 15 minutes in all, its start included):
+# Then, with the `device` tool, from the repository root, most wanted first, the second call at
+# once while the machine is warm (a lent machine gives 15 minutes in all, its start included):
 #
-#   run(command="bash bench/device_checks.sh text", carry=[".device"], timeout_s=600)
-#   run(command="bash bench/device_checks.sh cuda", carry=[".device"], timeout_s=480)
-#   run(command="bash bench/device_checks.sh scale", carry=[".device"], timeout_s=600)
+#   run(command="bash bench/device_checks.sh text:330 cuda:200", carry=[".device"], timeout_s=600)
+#   run(command="bash bench/device_checks.sh scale:200", carry=[".device"], timeout_s=230)
 #
 # Parts (what each measures: the docstrings of the scripts it runs):
 #   text   bench/text_attacks.py --speed --size base: a BERT-base shape trained on Rotten
@@ -17,17 +16,26 @@
 #   cuda   bench/cuda_checks.py: batch size 1 vs the probe's choice on CUDA (with and without
 #          deterministic), a deterministic run twice, bf16 + channels-last speed on ResNet-50 224²
 #          and its outcome on digits-cnn                                          (about 3 min)
-#   scale  bench/scale.py --n 32: auto and autoattack on ResNet-50 224² and a text attack on a
+#   scale  bench/scale.py --n 32 (SCALE_N): auto, the text attack, then autoattack on ResNet-50 224² and a text attack on a
 #          BERT-base shape, against the bare forward+backward throughput          (about 6 min)
 #   env    only the installation check (imports, versions, the GPU)
 # Everything a part writes lands in $OUT (the device tool's folder; ./device-out elsewhere):
 # its JSON and its log.
 set -uo pipefail
-part=${1:-env}
-case "$part" in
-env | cuda | text | scale) ;;
-*) echo "device_checks: unknown part '$part' (env, cuda, text, scale)" >&2; exit 2 ;;
-esac
+# Several parts may run in one call, in the order given, each as PART or PART:SECONDS (its time
+# limit; defaults below): `bash bench/device_checks.sh text:330 cuda:200` spends one machine start.
+# SCALE_N and SCALE_SECTIONS set the scale part's --n and --sections.
+parts=("${@:-env}")
+for spec in "${parts[@]}"; do
+    case "${spec%%:*}" in
+    env | cuda | text | scale) ;;
+    *) echo "device_checks: unknown part '${spec%%:*}' (env, cuda, text, scale)" >&2; exit 2 ;;
+    esac
+    limit=${spec#*:}
+    if [ "$limit" != "$spec" ] && ! [[ "$limit" =~ ^[0-9]+$ ]]; then
+        echo "device_checks: '$spec': the time limit after ':' is whole seconds" >&2; exit 2
+    fi
+done
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=${OUT:-$root/device-out}
@@ -68,13 +76,22 @@ for name in ("transformers", "tokenizers", "huggingface_hub", "timm", "textattac
         print(name, "FAILED:", type(error).__name__, error)
 EOF
 
-case "$part" in
-env) ;;
-cuda)
-    timeout 420 $python bench/cuda_checks.py --json "$out/cuda-checks.json" 2>&1 | tee "$out/cuda.log" ;;
-text)
-    timeout 540 $python bench/text_attacks.py --speed --size base --ns 240 --data "$data" \
-        --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
-scale)
-    timeout 540 $python bench/scale.py --n 32 --batch-size 32 --json "$out/scale-gpu.json" 2>&1 | tee "$out/scale.log" ;;
-esac
+for spec in "${parts[@]}"; do
+    part=${spec%%:*}
+    limit=${spec#*:}
+    [ "$limit" = "$spec" ] && limit=""
+    start=$SECONDS
+    case "$part" in
+    env) ;;
+    cuda)
+        timeout "${limit:-420}" $python bench/cuda_checks.py --json "$out/cuda-checks.json" 2>&1 | tee "$out/cuda.log" ;;
+    text)
+        timeout "${limit:-540}" $python bench/text_attacks.py --speed --size base --ns 240 --data "$data" \
+            --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
+    scale)
+        timeout "${limit:-540}" $python bench/scale.py --n "${SCALE_N:-32}" --batch-size "${SCALE_N:-32}" \
+            --sections "${SCALE_SECTIONS:-image:auto,text,image:autoattack}" --json "$out/scale-gpu.json" 2>&1 |
+            tee "$out/scale.log" ;;
+    esac
+    echo "device_checks: part $part ended (exit ${PIPESTATUS[0]}) after $((SECONDS - start)) s" | tee -a "$out/parts.log"
+done

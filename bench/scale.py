@@ -236,7 +236,8 @@ def table(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="image,text")
+    parser.add_argument("--sections", default="image,text",
+                        help="comma-separated, run in this order: image (auto and autoattack), image:ATTACK, text, text:RECIPE")
     parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--arch", default="resnet50")
@@ -253,8 +254,12 @@ def main() -> None:
         print("RESULT " + json.dumps(result))
         return
     rows = []
-    jobs = [("image", attack) for attack in IMAGE_ATTACKS] if "image" in args.sections else []
-    jobs += [("text", args.text_attack)] if "text" in args.sections else []
+    jobs = []  # in the order --sections gives ("image:auto,text,image:autoattack": the cheap ones first)
+    for token in args.sections.split(","):
+        section, _, attack = token.strip().partition(":")
+        if section not in ("image", "text"):
+            parser.error(f"unknown section {token!r}: image, image:ATTACK, text or text:RECIPE")
+        jobs += [(section, a) for a in ([attack] if attack else IMAGE_ATTACKS if section == "image" else [args.text_attack])]
     for section, attack in jobs:
         command = [sys.executable, __file__, "--child", section, "--attack", attack, "--n", str(args.n),
                    "--batch-size", str(args.batch_size), "--arch", args.arch, "--eps", str(args.eps),

@@ -234,6 +234,8 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
                    **{f"{side}_{key}": value[key] for side, value in sides.items()
                       for key in ("wall", "loop", "passes", "rows", "successes", "walls")}}
             report["rows"].append(row)
+            if args.json:  # after every comparison: a run cut short keeps what it measured
+                args.json.write_text(json.dumps(report, indent=2) + "\n")
             print(f"{recipe} n={row['n']}: end to end x{row['end_to_end_ratio']:.2f} ({plain['wall']:.1f} s -> "
                   f"{ours['wall']:.1f} s), loop x{row['loop_ratio']:.2f} ({plain['loop']:.1f} s -> {ours['loop']:.1f} s), "
                   f"identical {same}/{row['n']}, passes {plain['passes']} -> {ours['passes']}, rows {plain['rows']} -> "

@@ -44,6 +44,8 @@ CASES: list[Case] = [
     Case("cli-precision-unknown", (*DIGITS, "--precision", "fp8"), "argument --precision: invalid choice: 'fp8'"),
     Case("cli-precision-text-model", (*SENTIMENT, "--precision", "bf16"),
          "--precision applies to image models; 'builtin:sentiment-tiny' is a text model"),
+    Case("cli-channels-last-text-model", (*SENTIMENT, "--channels-last"),
+         "--channels-last applies to image models; 'builtin:sentiment-tiny' is a text model"),
     Case("cli-seed-negative", (*DIGITS, "--seed", "-1"), "argument --seed: expected an integer >= 0, got '-1'"),
     Case("cli-seed-float", (*DIGITS, "--seed", "0.5"), "argument --seed: expected an integer >= 0, got '0.5'"),
     Case("cli-n-zero", (*DIGITS, "--n", "0"), "argument --n/--limit: expected a positive integer, got '0'"),

@@ -73,3 +73,53 @@ def test_a_model_that_overflows_in_fp16_is_refused_in_one_line():
         suite.evaluate(model, (images, labels), attacks=["fgm_linf"], eps=0.1, precision="fp16")
     results = suite.evaluate(model, (images, labels), attacks=["fgm_linf"], eps=0.1, precision="bf16")
     assert results.attacks["fgm_linf"].params["precision"] == "bf16"
+
+
+def test_a_low_precision_run_warns_how_coarsely_its_input_is_rounded():
+    """builtin:digits-cnn normalises with mean 0.3, std 0.4: pixel 1 becomes 1.75, where bf16 keeps
+    steps of 2^-7, i.e. 0.4 * 2^-7 = 0.0031 pixels; L∞ 0.006 is 1.9 of them. An fp32 run has no
+    such warning."""
+    bf16 = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=["fgm_linf"], n=4, eps=0.006,
+                          precision="bf16", options=RunOptions(batch_size=4))
+    (note,) = [w for w in bf16.warnings if w.startswith("precision bf16")]
+    assert "steps of up to 0.0031 (L∞ ε 0.006 is 1.9 such steps)" in note and "publish the fp32 number" in note
+    fp16 = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=["fgm_l2"], n=4, eps=0.5,
+                          precision="fp16", options=RunOptions(batch_size=4))
+    (note,) = [w for w in fp16.warnings if w.startswith("precision fp16")]
+    assert "11 significant bits" in note and "steps of up to 0.00039;" in note  # no L∞ attack: no ratio
+    fp32 = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=["fgm_linf"], n=4, eps=0.006,
+                          options=RunOptions(batch_size=4))
+    assert not [w for w in fp32.warnings if w.startswith("precision")]
+
+
+def test_bf16_autocast_rounds_away_a_perturbation_below_its_step():
+    """What the warning says, on the CPU's autocast: at normalised value 1.75 (digits-cnn's pixel
+    1), a perturbation of 0.001 pixels (0.0025 normalised, under bf16's step of 2^-7) changes
+    nothing a convolution sees under bf16, and changes its float32 output."""
+    from suite.attacks.image.driver import autocast
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(1, 4, 3)
+    x = torch.ones(1, 1, 8, 8)
+    normalised = lambda pixels: (pixels - 0.3) / 0.4  # noqa: E731
+    with autocast(torch.device("cpu"), "bf16"):
+        assert torch.equal(conv(normalised(x)), conv(normalised(x - 0.001)))
+    assert not torch.equal(conv(normalised(x)), conv(normalised(x - 0.001)))
+
+
+def test_channels_last_is_its_own_option():
+    """Not part of --precision; on the CPU it changes nothing and says so; refused for a text
+    model; the helper puts a network's 4-D weights in channels-last format."""
+    from suite.evaluation.precision import channels_last
+
+    results = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=["fgm_linf"], n=4, eps=0.01,
+                             options=RunOptions(batch_size=4, channels_last=True))
+    assert "channels-last applies on CUDA; this run on the cpu is unchanged" in results.warnings
+    with pytest.raises(ConfigError, match="--channels-last applies to image models; 'builtin:sentiment-tiny' is a text"):
+        suite.evaluate("builtin:sentiment-tiny", "builtin:sentiment", attacks=["deepwordbug"], n=2,
+                       options=RunOptions(channels_last=True))
+    network = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(144, 10))
+    model = from_module(network, input_size=(3, 8, 8), device="cpu")
+    channels_last(model)
+    assert network[0].weight.is_contiguous(memory_format=torch.channels_last)
+    assert not network[0].weight.is_contiguous()

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from suite.cli.argtypes import adversary_list, attack_list, nonnegative_int, output_dir
-from suite.cli.common import (add_deterministic_flag, add_directory_flags, add_image_model_flags, batch_size, positive_int,
-                              print_report, radii)
+from suite.cli.common import (add_channels_last_flag, add_deterministic_flag, add_directory_flags, add_image_model_flags,
+                              batch_size, positive_int, print_report, radii)
 
 EPILOG = """examples:
   advsuite evaluate --model builtin:sentiment-tiny --attacks deepwordbug --limit 20 --log-samples
@@ -39,8 +39,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--norm", choices=("linf", "l2"),
                         help="norm of the default attacks (and of any listed attack that takes a norm)")
     parser.add_argument("--precision", choices=("fp32", "bf16", "fp16"),
-                        help="image attacks search under this autocast precision (on CUDA also channels-last); "
-                        "adversarial inputs are still scored in float32 (default: fp32)")
+                        help="image attacks search under this autocast precision, weaker than fp32 (the results "
+                        "warn); adversarial inputs are still scored in float32 (default: fp32)")
     parser.add_argument("--adversary", type=adversary_list, help="text attacks: comma-separated adversary temperatures among none, cal, opt "
                         "(default none,cal; cal/opt are fitted on --adversary-split)")
     parser.add_argument("--adversary-split", help="labelled split to fit adversary temperatures on "
@@ -52,6 +52,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/<model>__<dataset>-<config hash>)")
     add_directory_flags(parser)
     add_deterministic_flag(parser)
+    add_channels_last_flag(parser)
     parser.add_argument("--log-samples", action="store_true",
                         help="also write samples.md: every example with its clean and adversarial input "
                         "(text, or PNG files of images under samples/)")
@@ -146,7 +147,8 @@ def handle(args: argparse.Namespace) -> int:
         logging.getLogger(__name__).info("%s", found)
     output = args.output or Path("runs") / f"{slug(args.model)}__{slug(args.dataset)}-{task.fingerprint(args.seed)[:8]}"
     options = RunOptions(seed=args.seed, batch_size=args.batch_size, output=output, overwrite=args.overwrite,
-                         wait=args.wait, log_samples=args.log_samples, deterministic=args.deterministic)
+                         wait=args.wait, log_samples=args.log_samples, deterministic=args.deterministic,
+                         channels_last=args.channels_last)
     results = run_tasks([task], options)
     if results:  # the main process of a multi-process launch reports
         print_report(results, options, args.log_samples)

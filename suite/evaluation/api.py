@@ -67,9 +67,10 @@ def evaluate(
             with a warning (:mod:`suite.evaluation.radius`).
         norm: ``linf`` or ``l2``: the norm of every attack that takes one and sets none (the
             default attacks included).
-        precision: ``bf16`` or ``fp16``: image attacks search under autocast in it (on CUDA the
-            model also goes channels-last); adversarial inputs are still scored in float32
-            (:mod:`suite.evaluation.precision`).
+        precision: ``bf16`` or ``fp16``: image attacks search under autocast in it, weaker than
+            in fp32 (the results warn); adversarial inputs are still scored in float32
+            (:mod:`suite.evaluation.precision`). Channels-last is its own option
+            (``options=RunOptions(channels_last=True)``).
         n: Evaluate a seeded subsample of n examples.
         split: Dataset split (specs only).
         adversary: Text attacks: adversary temperatures, as kinds (``["none", "cal", "opt"]``)

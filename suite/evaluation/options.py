@@ -29,6 +29,9 @@ class RunOptions:
         command: The command line recorded in provenance (default: this process's).
         deterministic: Deterministic kernels and no TF32 while the tasks run
             (:func:`suite.seeding.deterministic_kernels`; it matters on CUDA).
+        channels_last: Image models on CUDA: the network in channels-last memory format (its
+            kernels change, not its weights; no effect on the CPU, with a warning). Measured on
+            an H200, ResNet-50's input-gradient passes were slower in it (docs/attacks/measured.md).
     """
 
     seed: int = 0
@@ -40,6 +43,7 @@ class RunOptions:
     log_samples: bool = False
     command: str | None = None
     deterministic: bool = False
+    channels_last: bool = False
 
     def directory_for(self, task_name: str) -> Path | None:
         """Where a task writes (``None``: in memory)."""

@@ -23,7 +23,7 @@ from suite.errors import ConfigError, ResourceMissingError
 from suite.evaluation import distributed
 from suite.evaluation.batching import AUTO, fixed_size
 from suite.evaluation.options import RunOptions
-from suite.evaluation.precision import channels_last, check_precision, with_precision
+from suite.evaluation.precision import channels_last, check_precision, rounding_note, with_precision
 from suite.evaluation.recipe import (
     DEFAULT_ATTACKS,
     DEFAULT_ENSEMBLE_ATTACKS,
@@ -138,6 +138,8 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     if model.modality == "image" and is_ensemble(model):
         defaults = DEFAULT_ENSEMBLE_ATTACKS
     task, radius = resolve_radius(task, model, defaults)
+    if options.channels_last and model.modality != "image":
+        raise ConfigError(f"--channels-last applies to image models; {model.info.name!r} is a {model.modality} model")
     precision = task.precision
     task = with_precision(task, model)
     attacks = {config.key: build_attack(config.name, config.params) for config in task.attacks}
@@ -169,7 +171,14 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         raise ConfigError(f"dataset {task.dataset.spec!r} split {task.dataset.split!r} has no examples")
     if precision not in (None, "fp32"):
         check_precision(model, precision, eval_set.examples[0])
-        channels_last(model)
+        notes.append(rounding_note(model, precision, attacks))
+        logger.warning("%s: %s", task.name, notes[-1])
+    if options.channels_last:
+        if model.device.type == "cuda":
+            channels_last(model)
+        else:
+            notes.append(f"channels-last applies on CUDA; this run on the {model.device.type} is unchanged")
+            logger.warning("%s: %s", task.name, notes[-1])
     fit_set = None
     if {"cal", "opt", "platt"} & set(adversary.kinds):
         if adversary.split is None:
