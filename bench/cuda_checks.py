@@ -1,4 +1,4 @@
-"""What holds on CUDA: batch size, the batch-size probe, determinism and bf16/channels-last.
+"""What holds on CUDA: batch size, the batch-size probe, determinism and bf16.
 
 Meant for a lent GPU (``bench/device_checks.sh cuda``); on the CPU it runs too, smaller, as a
 check of this script. Every run goes through the public API, ``suite.evaluate``, and each
@@ -15,7 +15,7 @@ measurement is printed as one JSON line (``--json`` collects them):
    records must be identical.
 3. **precision** (timm ``--arch`` at 224², 1,000 classes, random weights, ``auto`` at L∞ 1e-4 so
    that every search runs all its steps): the attack's seconds in fp32 and under
-   ``precision="bf16"`` (autocast and, on CUDA, channels-last), the batch size the probe chose
+   ``precision="bf16"`` (autocast; channels-last is not part of it), the batch size the probe chose
    for each, and peak memory. Then ``builtin:digits-cnn`` in fp32 and bf16 at ``--digits-eps``:
    the robust accuracy of each and the examples whose decision or record differs.
 
@@ -89,13 +89,15 @@ def _digits(args, batch_size="auto", deterministic=False, precision="fp32") -> d
 
 
 def batch_section(args, rows: list) -> None:
-    for deterministic in (False, True):
+    for deterministic in {"both": (False, True), "off": (False,), "on": (True,)}[args.deterministic]:
         one, auto = _digits(args, 1, deterministic), _digits(args, "auto", deterministic)
         emit(rows, {"check": "batch size 1 vs auto", "model": "builtin:digits-cnn", "attack": "auto",
                     "deterministic": deterministic, "auto_batch_sizes": auto["batch_sizes"],
                     "robust_accuracy": {"1": one["robust_accuracy"], "auto": auto["robust_accuracy"]},
                     "attack_seconds": {"1": one["attack_seconds"], "auto": auto["attack_seconds"]},
                     **_differences(one["records"], auto["records"])})
+    if args.deterministic == "off":
+        return
     again = _run("builtin:digits-cnn", "builtin:digits", _auto(args), batch_size="auto", deterministic=True, n=args.n,
                  eps=args.digits_eps)
     emit(rows, {"check": "deterministic, the same run twice", "model": "builtin:digits-cnn", "attack": "auto",
@@ -140,6 +142,8 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=60, help="test digits for the digits-cnn runs")
     parser.add_argument("--digits-eps", type=float, default=0.006,
                         help="L-inf radius of the digits-cnn runs (0.006: about 80 %% robust, many near the boundary)")
+    parser.add_argument("--deterministic", choices=("both", "on", "off"), default="both",
+                        help="batch section: compare batch sizes with deterministic kernels on, off, or both")
     parser.add_argument("--image-n", type=int, default=64, help="random 224² images for the precision speed run")
     parser.add_argument("--arch", default="resnet50")
     parser.add_argument("--cpu-steps", type=int, default=6, help="on the CPU: auto's steps, cut (0: the defaults)")

@@ -4,27 +4,31 @@
 # On the machine with PyPI (here): `bash bench/device_kit.sh` fills .device/ (gitignored):
 # the wheels the GPU machine's image lacks, WordNet, Rotten Tomatoes and the built-in digits-cnn.
 # Then, with the `device` tool, from the repository root, most wanted first, the second call at
-# once while the machine is warm (a lent machine gives 15 minutes in all, its start included):
+# once while the machine is warm (a lent machine gives 15 minutes in all, its start included;
+# the first start on an H200 took about 33 s):
 #
-#   run(command="bash bench/device_checks.sh text:330 cuda:200", carry=[".device"], timeout_s=600)
+#   run(command="bash bench/device_checks.sh text:360 cuda:200", carry=[".device"], timeout_s=600)
 #   run(command="bash bench/device_checks.sh scale:200", carry=[".device"], timeout_s=230)
 #
-# Parts (what each measures: the docstrings of the scripts it runs):
+# Parts (what each measures: the docstrings of the scripts it runs; times from one H200):
 #   text   bench/text_attacks.py --speed --size base: a BERT-base shape trained on Rotten
-#          Tomatoes on the GPU, DeepWordBug and PWWS at 240 sentences, the suite against a plain
-#          TextAttack loop, both on the GPU                                     (about 4-6 min)
-#   cuda   bench/cuda_checks.py: batch size 1 vs the probe's choice on CUDA (with and without
-#          deterministic), a deterministic run twice, bf16 + channels-last speed on ResNet-50 224²
-#          and its outcome on digits-cnn                                          (about 3 min)
-#   scale  bench/scale.py --n 32 (SCALE_N): auto, the text attack, then autoattack on ResNet-50 224² and a text attack on a
-#          BERT-base shape, against the bare forward+backward throughput          (about 6 min)
-#   env    only the installation check (imports, versions, the GPU)
+#          Tomatoes on the GPU (57 s), DeepWordBug and PWWS at 240 sentences, the suite against a
+#          plain TextAttack loop, both on the GPU (DeepWordBug's two processes: 109 s)
+#   cuda   bench/cuda_checks.py --n 30 (CUDA_N) --deterministic on (CUDA_DETERMINISTIC): batch
+#          size 1 vs the probe's choice with deterministic kernels (batch size 1: about 75 s at
+#          30 digits), a deterministic run twice, then bf16's speed on ResNet-50 224² and its
+#          outcome on digits-cnn (35 s)
+#   scale  bench/scale.py --n 64 (SCALE_N): auto, autoattack, then a text attack on a BERT-base
+#          shape, against the bare forward+backward throughput (auto at n = 32: 11 s)
+#   env    only the installation check (imports, versions, the GPU; installing: about 30 s)
 # Everything a part writes lands in $OUT (the device tool's folder; ./device-out elsewhere):
 # its JSON and its log.
 set -uo pipefail
 # Several parts may run in one call, in the order given, each as PART or PART:SECONDS (its time
-# limit; defaults below): `bash bench/device_checks.sh text:330 cuda:200` spends one machine start.
-# SCALE_N and SCALE_SECTIONS set the scale part's --n and --sections.
+# limit; defaults below): `bash bench/device_checks.sh text:360 cuda:200` spends one machine start.
+# SCALE_N and SCALE_SECTIONS set the scale part's --n and --sections; CUDA_N and
+# CUDA_DETERMINISTIC the cuda part's --n and --deterministic (its non-deterministic batch check
+# and its precision section ran on an H200 already: docs/attacks/measured.md).
 parts=("${@:-env}")
 for spec in "${parts[@]}"; do
     case "${spec%%:*}" in
@@ -84,13 +88,14 @@ for spec in "${parts[@]}"; do
     case "$part" in
     env) ;;
     cuda)
-        timeout "${limit:-420}" $python bench/cuda_checks.py --json "$out/cuda-checks.json" 2>&1 | tee "$out/cuda.log" ;;
+        timeout "${limit:-420}" $python bench/cuda_checks.py --n "${CUDA_N:-30}" --deterministic "${CUDA_DETERMINISTIC:-on}" \
+            --json "$out/cuda-checks.json" 2>&1 | tee "$out/cuda.log" ;;
     text)
         timeout "${limit:-540}" $python bench/text_attacks.py --speed --size base --ns 240 --data "$data" \
             --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
     scale)
-        timeout "${limit:-540}" $python bench/scale.py --n "${SCALE_N:-32}" --batch-size "${SCALE_N:-32}" \
-            --sections "${SCALE_SECTIONS:-image:auto,text,image:autoattack}" --json "$out/scale-gpu.json" 2>&1 |
+        timeout "${limit:-540}" $python bench/scale.py --n "${SCALE_N:-64}" --batch-size "${SCALE_N:-64}" \
+            --sections "${SCALE_SECTIONS:-image:auto,image:autoattack,text}" --json "$out/scale-gpu.json" 2>&1 |
             tee "$out/scale.log" ;;
     esac
     echo "device_checks: part $part ended (exit ${PIPESTATUS[0]}) after $((SECONDS - start)) s" | tee -a "$out/parts.log"

@@ -271,13 +271,14 @@ def _train_sentiment(directory: Path) -> None:
 def train_word_bert(directory: Path, texts: list[str], labels: list[int], label_names: list[str], epochs: int,
                     hidden_size: int = 64, max_length: int = 64, lr: float = 2e-3, seed: int = TRAIN_SEED,
                     layers: int = 1, heads: int = 2, intermediate_size: int | None = None, warmup: float = 0.0,
-                    device: str | torch.device | None = None) -> None:
+                    device: str | torch.device | None = None, max_grad_norm: float | None = None) -> None:
     """Train a BERT (one layer unless ``layers``) with a word-level tokenizer (vocabulary of
     ``texts``) and save it with ``save_pretrained`` (safetensors) into ``directory``. Also used
     by ``bench/`` (which trains a BERT-base shape on a GPU: ``layers=12, hidden_size=768,
     heads=12, intermediate_size=3072``, a ``warmup`` fraction of the steps with the rate rising
-    linearly from 0 and then falling linearly to 0, and ``device``). The defaults (no warm-up, a
-    constant rate, the CPU) are the built-in models' recipe."""
+    linearly from 0 and then falling linearly to 0, ``device``, and ``max_grad_norm``: the
+    gradients' global norm clipped to it). The defaults (no warm-up, a constant rate, the CPU, no
+    clipping) are the built-in models' recipe."""
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
@@ -324,6 +325,8 @@ def train_word_bert(directory: Path, texts: list[str], labels: list[int], label_
                 loss = model(**batch, labels=targets[rows].to(device)).loss
                 optimizer.zero_grad()
                 loss.backward()
+                if max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
                 optimizer.step()
                 if schedule is not None:
                     schedule.step()
