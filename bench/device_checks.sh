@@ -18,8 +18,10 @@
 #          size 1 vs the probe's choice with deterministic kernels (batch size 1: about 75 s at
 #          30 digits), a deterministic run twice, then bf16's speed on ResNet-50 224² and its
 #          outcome on digits-cnn (35 s)
-#   scale  bench/scale.py --n 64 (SCALE_N): auto, autoattack, then a text attack on a BERT-base
-#          shape, against the bare forward+backward throughput (auto at n = 32: 11 s)
+#   scale  bench/scale.py --n 64 (SCALE_N): auto, autoattack, auto again under torch.profiler
+#          (profile-auto.txt: where its steps' time goes, and how often the host waits for the
+#          GPU), then a text attack on a BERT-base shape, against the bare forward+backward
+#          throughput (auto at n = 32: 11 s)
 #   env    only the installation check (imports, versions, the GPU; installing: about 30 s)
 # Everything a part writes lands in $OUT (the device tool's folder; ./device-out elsewhere):
 # its JSON and its log.
@@ -95,7 +97,7 @@ for spec in "${parts[@]}"; do
             --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
     scale)
         timeout "${limit:-540}" $python bench/scale.py --n "${SCALE_N:-64}" --batch-size "${SCALE_N:-64}" \
-            --sections "${SCALE_SECTIONS:-image:auto,image:autoattack,text}" --json "$out/scale-gpu.json" 2>&1 |
+            --sections "${SCALE_SECTIONS:-image:auto,image:autoattack,profile:auto,text}" --json "$out/scale-gpu.json" 2>&1 |
             tee "$out/scale.log" ;;
     esac
     echo "device_checks: part $part ended (exit ${PIPESTATUS[0]}) after $((SECONDS - start)) s" | tee -a "$out/parts.log"

@@ -28,6 +28,7 @@ per-step throughput does not depend on them); on CUDA the default budgets run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -125,17 +126,48 @@ def image_child(args) -> dict:
             attack.update(steps=args.cpu_steps, queries=args.cpu_steps * 10)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
+    profiler = _profiler(device) if args.profile else contextlib.nullcontext()
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory() as out, profiler:
         results = suite.evaluate(model, (images, labels), attacks=[attack], eps=args.eps, output=out,
                                  options=RunOptions(batch_size=args.batch_size))
     wall = time.perf_counter() - start
+    if args.profile:
+        Path(args.profile).write_text(_profile_summary(profiler, device))
     entry = results.attacks[args.attack]
     rows = dict(counting.module.rows)
-    return {"section": "image", "model": f"timm:{args.arch} 224² (random weights)", "attack": args.attack,
+    profiled = ", profiled: its times include the profiler's" if args.profile else ""
+    return {"section": "image", "model": f"timm:{args.arch} 224² (random weights){profiled}", "attack": args.attack,
             "params": entry.params, "n": args.n, "batch_size": args.batch_size, "device": str(device),
             "robust_accuracy": entry.robust_accuracy, "attack_seconds": entry.seconds, "wall_seconds": wall,
             "rows": rows, "bare_rows_per_second": bare, "peak_memory_mb": _peak(device)}
+
+
+def _profiler(device):
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    return torch.profiler.profile(activities=activities)
+
+
+#: What makes the host wait for the device (each one drains the GPU's queue), by the profiler's
+#: event names: copies to the host, reads of a scalar, and boolean indexing (its nonzero).
+SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync", "aten::_local_scalar_dense",
+               "aten::item", "aten::nonzero", "aten::is_nonzero")
+
+
+def _profile_summary(profiler, device) -> str:
+    """Where a profiled run's time went: the ops by their own host time and, on CUDA, by their
+    own device time; and how often the host waited for the device."""
+    averages = profiler.key_averages()
+    counts = {event.key: event.count for event in averages if event.key in SYNC_EVENTS}
+    parts = [f"host-device waits and their causes (calls): {json.dumps(counts)}",
+             averages.table(sort_by="self_cpu_time_total", row_limit=30)]
+    if device.type == "cuda":
+        parts.append(averages.table(sort_by="self_device_time_total", row_limit=30))
+    return "\n\n".join(parts) + "\n"
 
 
 def text_child(args) -> dict:
@@ -237,7 +269,8 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", default="image,text",
-                        help="comma-separated, run in this order: image (auto and autoattack), image:ATTACK, text, text:RECIPE")
+                        help="comma-separated, run in this order: image (auto and autoattack), image:ATTACK, text, "
+                        "text:RECIPE, profile:ATTACK (the image run under torch.profiler: profile-ATTACK.txt beside --json)")
     parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--arch", default="resnet50")
@@ -248,6 +281,7 @@ def main() -> None:
     parser.add_argument("--json")
     parser.add_argument("--child", choices=("image", "text"), help=argparse.SUPPRESS)
     parser.add_argument("--attack", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         result = (image_child if args.child == "image" else text_child)(args)
@@ -257,13 +291,18 @@ def main() -> None:
     jobs = []  # in the order --sections gives ("image:auto,text,image:autoattack": the cheap ones first)
     for token in args.sections.split(","):
         section, _, attack = token.strip().partition(":")
-        if section not in ("image", "text"):
-            parser.error(f"unknown section {token!r}: image, image:ATTACK, text or text:RECIPE")
-        jobs += [(section, a) for a in ([attack] if attack else IMAGE_ATTACKS if section == "image" else [args.text_attack])]
+        if section not in ("image", "text", "profile"):
+            parser.error(f"unknown section {token!r}: image, image:ATTACK, text, text:RECIPE or profile:ATTACK")
+        default = {"image": IMAGE_ATTACKS, "text": [args.text_attack], "profile": ["auto"]}[section]
+        jobs += [(section, a) for a in ([attack] if attack else default)]
     for section, attack in jobs:
-        command = [sys.executable, __file__, "--child", section, "--attack", attack, "--n", str(args.n),
-                   "--batch-size", str(args.batch_size), "--arch", args.arch, "--eps", str(args.eps),
-                   "--cpu-steps", str(args.cpu_steps), *(["--device", args.device] if args.device else [])]
+        # profile: the image run under torch.profiler, its summary beside the JSON (or in the
+        # working directory): what the attack's steps spend beyond the model's passes.
+        profile = Path(args.json or "scale.json").with_name(f"profile-{attack}.txt") if section == "profile" else None
+        command = [sys.executable, __file__, "--child", "image" if profile else section, "--attack", attack,
+                   "--n", str(args.n), "--batch-size", str(args.batch_size), "--arch", args.arch, "--eps", str(args.eps),
+                   "--cpu-steps", str(args.cpu_steps), *(["--device", args.device] if args.device else []),
+                   *(["--profile", str(profile)] if profile else [])]
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # the caller's path kept
         done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": path})
         lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

@@ -131,7 +131,7 @@ def rounding_note(model: Classifier, precision: Precision, attacks: dict) -> str
 
 def channels_last(model: Classifier) -> None:
     """Put the model's network (or each member's) in channels-last memory format (the run asks
-    for it on CUDA only: :func:`suite.evaluation.prepare.prepare_task`)."""
+    for it on CUDA only: :func:`suite.evaluation.prepare.prepare`)."""
     for part in getattr(model, "members", None) or [model]:
         module = getattr(part, "module", None)
         if isinstance(module, torch.nn.Module):
