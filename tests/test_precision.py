@@ -123,3 +123,15 @@ def test_channels_last_is_its_own_option():
     channels_last(model)
     assert network[0].weight.is_contiguous(memory_format=torch.channels_last)
     assert not network[0].weight.is_contiguous()
+
+
+def test_the_rounding_step_at_imagenet_normalisation_is_about_one_255th():
+    """ImageNet's mean and std (timm's defaults): pixel 1 of the red channel becomes 2.249, where
+    bf16 keeps steps of 2^-6, i.e. 0.229 * 2^-6 = 0.00358 pixels, close to ε = 1/255 (README)."""
+    from suite.evaluation.precision import input_step
+
+    network = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Flatten(), torch.nn.Linear(144, 10))
+    model = from_module(network, input_size=(3, 8, 8), mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225),
+                        device="cpu")
+    assert input_step(model, "bf16") == pytest.approx(0.229 * 2**-6)
+    assert input_step(model, "fp16") == pytest.approx(0.229 * 2**-9)
