@@ -7,13 +7,14 @@
 # once while the machine is warm (a lent machine gives 15 minutes in all, its start included;
 # the first start on an H200 took about 33 s):
 #
-#   run(command="bash bench/device_checks.sh text:360 cuda:200", carry=[".device"], timeout_s=600)
+#   run(command="bash bench/device_checks.sh text:400 cuda:160", carry=[".device"], timeout_s=600)
 #   run(command="bash bench/device_checks.sh scale:200", carry=[".device"], timeout_s=230)
 #
 # Parts (what each measures: the docstrings of the scripts it runs; times from one H200):
 #   text   bench/text_attacks.py --speed --size base: a BERT-base shape trained on Rotten
-#          Tomatoes on the GPU (57 s), DeepWordBug and PWWS at 240 sentences, the suite against a
-#          plain TextAttack loop, both on the GPU (DeepWordBug's two processes: 109 s)
+#          Tomatoes on the GPU (4 epochs: 57 s; 8 more when it stays under 60 %), DeepWordBug
+#          and PWWS at 240 sentences, the suite against a plain TextAttack loop, both on the GPU
+#          (DeepWordBug's two processes: 109 s)
 #   cuda   bench/cuda_checks.py --n 30 (CUDA_N) --deterministic on (CUDA_DETERMINISTIC): batch
 #          size 1 vs the probe's choice with deterministic kernels (batch size 1: about 75 s at
 #          30 digits), a deterministic run twice, then bf16's speed on ResNet-50 224² and its
@@ -27,7 +28,7 @@
 # its JSON and its log.
 set -uo pipefail
 # Several parts may run in one call, in the order given, each as PART or PART:SECONDS (its time
-# limit; defaults below): `bash bench/device_checks.sh text:360 cuda:200` spends one machine start.
+# limit; defaults below): `bash bench/device_checks.sh text:400 cuda:160` spends one machine start.
 # SCALE_N and SCALE_SECTIONS set the scale part's --n and --sections; CUDA_N and
 # CUDA_DETERMINISTIC the cuda part's --n and --deterministic (its non-deterministic batch check
 # and its precision section ran on an H200 already: docs/attacks/measured.md).
