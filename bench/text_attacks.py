@@ -73,7 +73,7 @@ def _read(path: Path) -> tuple[list[str], list[int]]:
 def train(data: Path, directory: Path, epochs: int, lr: float) -> float:
     import torch
 
-    from suite.models.builtin import train_word_bert
+    from suite.models.word_bert import train_word_bert
 
     texts, labels = _read(data / "train.csv")
     start = time.perf_counter()
@@ -201,7 +201,7 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
 
     training = []  # each attempt: its epochs, seconds and test accuracy
     if not (model_dir / "config.json").exists():
-        from suite.models.builtin import train_word_bert
+        from suite.models.word_bert import train_word_bert
 
         train_texts, train_labels = _read(args.data / "train.csv")
         # A model at chance makes every search fail and run to its end: not a typical search. The
@@ -344,7 +344,7 @@ def protocol(args: argparse.Namespace, workdir: Path) -> dict:
     import torch
 
     import suite
-    from suite.models.builtin import train_word_bert
+    from suite.models.word_bert import train_word_bert
     from suite.report.ior import format_table, ior_tables
     from suite.report.table import results_table
     from suite.train import TrainConfig

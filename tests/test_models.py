@@ -452,7 +452,7 @@ def test_train_word_bert_takes_a_shape_and_a_warm_up(tmp_path):
 
     from safetensors.torch import load_file
 
-    from suite.models.builtin import train_word_bert
+    from suite.models.word_bert import train_word_bert
 
     texts = [f"{word} movie {i}" for i, word in enumerate(["good", "bad", "great", "awful"] * 16)]  # 2 steps an epoch
     labels = [i % 2 for i in range(len(texts))]

@@ -109,7 +109,7 @@ def input_step(model: Classifier, precision: Precision) -> float:
     stds = [1.0] * len(means) if std is None else torch.as_tensor(std).flatten().tolist()
     steps = []
     for m, s in zip(means, stds):
-        largest = max(abs(0 - m), abs(1 - m)) / s
+        largest = max(abs(m), abs(1 - m)) / s
         steps.append(2.0 ** (math.floor(math.log2(largest)) - MANTISSA_BITS[precision]) * s if largest > 0 else 0.0)
     return max(steps)
 

@@ -4,7 +4,7 @@ for the paper's base model, DDi-AT and the four AT baselines, each for training 
 (every table of the paper is a mean ± std over three seeds).
 
 All start from one initial model, ``sentiment-init`` (the role of the pretrained checkpoint:
-a fresh one-layer word-level BERT, :func:`suite.models.builtin.train_word_bert`, with the
+a fresh one-layer word-level BERT, :func:`suite.models.word_bert.train_word_bert`, with the
 vocabulary of ``builtin:sentiment``'s training split), and are trained by :func:`suite.train.
 train` on that split, validated on its validation split, and cached like the other built-ins
 (in a process of their own with pinned CPU kernels). The seed decides the data order, dropout
@@ -69,7 +69,7 @@ def builtin_names() -> list[str]:
 
 def train_init(directory: Path) -> None:
     from suite.data.builtin import sentiment
-    from suite.models.builtin import train_word_bert
+    from suite.models.word_bert import train_word_bert
 
     train = sentiment("train")
     train_word_bert(directory, list(train.inputs), list(train.labels), ["negative", "positive"], epochs=0)
