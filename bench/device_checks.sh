@@ -5,24 +5,26 @@
 # the wheels the GPU machine's image lacks, WordNet, Rotten Tomatoes and the built-in digits-cnn.
 # Then, with the `device` tool, from the repository root, most wanted first, the second call at
 # once while the machine is warm (a lent machine gives 15 minutes in all, its start included;
-# the first start on an H200 took about 33 s):
+# a start took about 33 s; the machine is released after 30 s idle, so the second call must
+# follow the first at once or it pays a fresh start and installation):
 #
-#   run(command="bash bench/device_checks.sh text:400 cuda:160", carry=[".device"], timeout_s=600)
-#   run(command="bash bench/device_checks.sh scale:200", carry=[".device"], timeout_s=230)
+#   run(command="bash bench/device_checks.sh scale:200 text:330", carry=[".device"], timeout_s=590)
+#   run(command="bash bench/device_checks.sh cuda:160", carry=[".device"], timeout_s=200)
 #
 # Parts (what each measures: the docstrings of the scripts it runs; times from one H200):
 #   text   bench/text_attacks.py --speed --size base: a BERT-base shape trained on Rotten
-#          Tomatoes on the GPU (4 epochs: 57 s; 8 more when it stays under 60 %), DeepWordBug
-#          and PWWS at 240 sentences, the suite against a plain TextAttack loop, both on the GPU
-#          (DeepWordBug's two processes: 109 s)
+#          Tomatoes on the GPU (4 epochs: 53 s on an H100, 75.5 %; 8 more when it stays under
+#          60 %), DeepWordBug and PWWS at 240 sentences, the suite against a plain TextAttack
+#          loop, both on the GPU, with each side's time in model calls (H100: DeepWordBug's two
+#          processes 73 s, PWWS's 141 s; the part 274 s)
 #   cuda   bench/cuda_checks.py --n 30 (CUDA_N) --deterministic on (CUDA_DETERMINISTIC): batch
 #          size 1 vs the probe's choice with deterministic kernels (batch size 1: about 75 s at
 #          30 digits), a deterministic run twice, then bf16's speed on ResNet-50 224² and its
 #          outcome on digits-cnn (35 s)
-#   scale  bench/scale.py --n 64 (SCALE_N): auto, autoattack, auto again under torch.profiler
+#   scale  bench/scale.py --n 64 (SCALE_N): auto under torch.profiler, 20 passes of its search
 #          (profile-auto.txt: where its steps' time goes, and how often the host waits for the
-#          GPU), then a text attack on a BERT-base shape, against the bare forward+backward
-#          throughput (auto at n = 32: 11 s)
+#          GPU), then autoattack, against the bare forward+backward throughput (auto unprofiled
+#          at n = 64 on an H100: 15.7 s; step efficiency 0.74, in docs/attacks/measured.md)
 #   env    only the installation check (imports, versions, the GPU; installing: about 30 s)
 # Everything a part writes lands in $OUT (the device tool's folder; ./device-out elsewhere):
 # its JSON and its log.
@@ -98,7 +100,7 @@ for spec in "${parts[@]}"; do
             --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
     scale)
         timeout "${limit:-540}" $python bench/scale.py --n "${SCALE_N:-64}" --batch-size "${SCALE_N:-64}" \
-            --sections "${SCALE_SECTIONS:-image:auto,image:autoattack,profile:auto,text}" --json "$out/scale-gpu.json" 2>&1 |
+            --sections "${SCALE_SECTIONS:-profile:auto,image:autoattack}" --json "$out/scale-gpu.json" 2>&1 |
             tee "$out/scale.log" ;;
     esac
     echo "device_checks: part $part ended (exit ${PIPESTATUS[0]}) after $((SECONDS - start)) s" | tee -a "$out/parts.log"

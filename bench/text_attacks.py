@@ -32,7 +32,9 @@ are attacked by ``suite.evaluate`` and by a plain TextAttack loop (``HuggingFace
 ``Attack.attack`` per example, seeded per example as the suite seeds it), each in a fresh
 process. It reports the end-to-end ratio (process start to exit, imports, loading, scoring and
 writing included), the attack-loop ratio, the examples with the same perturbed text and outcome,
-and the model's forward passes and rows on each side. With ``--repeats k`` each side runs k
+the model's forward passes and rows on each side, and each side's seconds in model calls
+(``model_seconds``: tokenising, passes, logits back on the host; the rest of a loop is the
+searches' own work). With ``--repeats k`` each side runs k
 times, alternating with the other, and the times are medians (every run's wall time is kept in
 the JSON; searches and counts are the same in every run):
 
@@ -241,7 +243,7 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
             runs = [{side: _speed_child(side, recipe, examples, model_dir, workdir, device) for side in ("plain", "suite")}
                     for _ in range(args.repeats)]
             sides = {side: {**runs[0][side], **{key: statistics.median(run[side][key] for run in runs)
-                                                for key in ("wall", "loop")},
+                                                for key in ("wall", "loop", "model_seconds")},
                             "walls": [run[side]["wall"] for run in runs]}
                      for side in ("plain", "suite")}
             plain, ours = sides["plain"], sides["suite"]
@@ -252,14 +254,14 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
             row = {"recipe": recipe, "n": len(chosen), "identical_examples": same,
                    "end_to_end_ratio": plain["wall"] / ours["wall"], "loop_ratio": plain["loop"] / ours["loop"],
                    **{f"{side}_{key}": value[key] for side, value in sides.items()
-                      for key in ("wall", "loop", "passes", "rows", "successes", "walls")}}
+                      for key in ("wall", "loop", "model_seconds", "passes", "rows", "successes", "walls")}}
             report["rows"].append(row)
             if args.json:  # after every comparison: a run cut short keeps what it measured
                 args.json.write_text(json.dumps(report, indent=2) + "\n")
             print(f"{recipe} n={row['n']}: end to end x{row['end_to_end_ratio']:.2f} ({plain['wall']:.1f} s -> "
                   f"{ours['wall']:.1f} s), loop x{row['loop_ratio']:.2f} ({plain['loop']:.1f} s -> {ours['loop']:.1f} s), "
                   f"identical {same}/{row['n']}, passes {plain['passes']} -> {ours['passes']}, rows {plain['rows']} -> "
-                  f"{ours['rows']}", flush=True)
+                  f"{ours['rows']}, model calls {plain['model_seconds']:.1f} s -> {ours['model_seconds']:.1f} s", flush=True)
     return report
 
 
@@ -274,10 +276,26 @@ def _speed_child(side: str, recipe: str, examples: Path, model_dir: Path, workdi
     return {**json.loads(out.read_text()), "wall": wall}
 
 
+def _timed(call, counts: dict):
+    """``call``, adding the wall time of each call to ``counts["model_seconds"]``."""
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            counts["model_seconds"] += time.perf_counter() - start
+
+    return timed
+
+
 def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, out: Path, device: str) -> None:
     """One side, in this fresh process: what it found per example, its loop time, passes and rows."""
     data = json.loads(examples_file.read_text())
-    counts = {"passes": 0, "rows": 0}
+    # model_seconds: the wall time of the model calls each side's searches make (tokenising,
+    # the forward passes, the logits back on the host: each call ends with the host holding its
+    # logits, so the time is the device's too); the rest of the loop is the searches' own work.
+    counts = {"passes": 0, "rows": 0, "model_seconds": 0.0}
 
     def count(module, inputs, kwargs, output):
         counts["passes"] += 1
@@ -299,7 +317,9 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         module = AutoModelForSequenceClassification.from_pretrained(model_dir).eval().to(device)
         module.register_forward_hook(count, with_kwargs=True)
         builders = {"pwws": attack_recipes.PWWSRen2019, "deepwordbug": attack_recipes.DeepWordBugGao2018}
-        attack = builders[recipe].build(HuggingFaceModelWrapper(module, AutoTokenizer.from_pretrained(model_dir)))
+        timed = _timed(HuggingFaceModelWrapper.__call__, counts)
+        wrapper = type("TimedWrapper", (HuggingFaceModelWrapper,), {"__call__": timed})
+        attack = builders[recipe].build(wrapper(module, AutoTokenizer.from_pretrained(model_dir)))
         found = []
         start = time.perf_counter()
         for i, (text, label) in enumerate(zip(data["texts"], data["labels"])):
@@ -319,6 +339,7 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
 
         model = load_model(ModelConfig(spec=f"hf:{model_dir}", device=device))
         model.module.register_forward_hook(count, with_kwargs=True)
+        model.text_rows = _timed(model.text_rows, counts)
         run_dir = out.with_suffix("")
         shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run (an existing one would be resumed)
         # The adversary that searches on the served model only, as the plain loop does (the default
