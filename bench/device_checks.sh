@@ -8,7 +8,7 @@
 # a start took about 33 s; the machine is released after 30 s idle, so the second call must
 # follow the first at once or it pays a fresh start and installation):
 #
-#   run(command="bash bench/device_checks.sh scale:200 text:330", carry=[".device"], timeout_s=590)
+#   run(command="bash bench/device_checks.sh scale:230 text:320", carry=[".device"], timeout_s=590)
 #   run(command="bash bench/device_checks.sh cuda:160", carry=[".device"], timeout_s=200)
 #
 # Parts (what each measures: the docstrings of the scripts it runs; times from one H200):
@@ -21,10 +21,12 @@
 #          size 1 vs the probe's choice with deterministic kernels (batch size 1: about 75 s at
 #          30 digits), a deterministic run twice, then bf16's speed on ResNet-50 224² and its
 #          outcome on digits-cnn (35 s)
-#   scale  bench/scale.py --n 64 (SCALE_N): auto under torch.profiler, 20 passes of its search
-#          (profile-auto.txt: where its steps' time goes, and how often the host waits for the
-#          GPU), then autoattack, against the bare forward+backward throughput (auto unprofiled
-#          at n = 64 on an H100: 15.7 s; step efficiency 0.74, in docs/attacks/measured.md)
+#   scale  bench/scale.py --n 64 (SCALE_N): auto (its step efficiency with the search loop that
+#          no longer waits on boolean indexing: 0.74 before it, on an H100), auto under
+#          torch.profiler, 20 passes of its search (profile-auto.txt: where its steps' time goes,
+#          and how often the host waits for the GPU), then autoattack, each against the bare
+#          forward+backward throughput (auto at n = 64 on an H100: 15.7 s, the part's first
+#          section about 45 s)
 #   env    only the installation check (imports, versions, the GPU; installing: about 30 s)
 # Everything a part writes lands in $OUT (the device tool's folder; ./device-out elsewhere):
 # its JSON and its log.
@@ -100,7 +102,7 @@ for spec in "${parts[@]}"; do
             --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
     scale)
         timeout "${limit:-540}" $python bench/scale.py --n "${SCALE_N:-64}" --batch-size "${SCALE_N:-64}" \
-            --sections "${SCALE_SECTIONS:-profile:auto,image:autoattack}" --json "$out/scale-gpu.json" 2>&1 |
+            --sections "${SCALE_SECTIONS:-image:auto,profile:auto,image:autoattack}" --json "$out/scale-gpu.json" 2>&1 |
             tee "$out/scale.log" ;;
     esac
     echo "device_checks: part $part ended (exit ${PIPESTATUS[0]}) after $((SECONDS - start)) s" | tee -a "$out/parts.log"

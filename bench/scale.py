@@ -299,6 +299,8 @@ def main() -> None:
         result = (image_child if args.child == "image" else text_child)(args)
         print("RESULT " + json.dumps(result))
         return
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     rows = []
     jobs = []  # in the order --sections gives ("image:auto,text,image:autoattack": the cheap ones first)
     for token in args.sections.split(","):

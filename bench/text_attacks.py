@@ -34,7 +34,8 @@ process. It reports the end-to-end ratio (process start to exit, imports, loadin
 writing included), the attack-loop ratio, the examples with the same perturbed text and outcome,
 the model's forward passes and rows on each side, and each side's seconds in model calls
 (``model_seconds``: tokenising, passes, logits back on the host; the rest of a loop is the
-searches' own work). With ``--repeats k`` each side runs k
+searches' own work; the suite's include its clean pass, which answers each search's first
+query) and where each side's time outside its loop goes (``phases``). With ``--repeats k`` each side runs k
 times, alternating with the other, and the times are medians (every run's wall time is kept in
 the JSON; searches and counts are the same in every run):
 
@@ -254,7 +255,7 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
             row = {"recipe": recipe, "n": len(chosen), "identical_examples": same,
                    "end_to_end_ratio": plain["wall"] / ours["wall"], "loop_ratio": plain["loop"] / ours["loop"],
                    **{f"{side}_{key}": value[key] for side, value in sides.items()
-                      for key in ("wall", "loop", "model_seconds", "passes", "rows", "successes", "walls")}}
+                      for key in ("wall", "loop", "model_seconds", "passes", "rows", "successes", "walls", "phases")}}
             report["rows"].append(row)
             if args.json:  # after every comparison: a run cut short keeps what it measured
                 args.json.write_text(json.dumps(report, indent=2) + "\n")
@@ -295,7 +296,14 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
     # model_seconds: the wall time of the model calls each side's searches make (tokenising,
     # the forward passes, the logits back on the host: each call ends with the host holding its
     # logits, so the time is the device's too); the rest of the loop is the searches' own work.
+    # The suite's include its clean pass, outside its loop, which answers every search's first
+    # query (the plain loop asks it inside its loop).
     counts = {"passes": 0, "rows": 0, "model_seconds": 0.0}
+    # phases: where each side's time outside its loop goes (seconds from this function's start).
+    phases, begun = {}, time.perf_counter()
+
+    def mark(phase: str) -> None:
+        phases[phase] = round(time.perf_counter() - begun - sum(phases.values()), 3)
 
     def count(module, inputs, kwargs, output):
         counts["passes"] += 1
@@ -314,12 +322,14 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         from textattack.models.wrappers import HuggingFaceModelWrapper
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        mark("imports")  # TextAttack (with flair, NLTK), transformers, torch
         module = AutoModelForSequenceClassification.from_pretrained(model_dir).eval().to(device)
         module.register_forward_hook(count, with_kwargs=True)
         builders = {"pwws": attack_recipes.PWWSRen2019, "deepwordbug": attack_recipes.DeepWordBugGao2018}
         timed = _timed(HuggingFaceModelWrapper.__call__, counts)
         wrapper = type("TimedWrapper", (HuggingFaceModelWrapper,), {"__call__": timed})
         attack = builders[recipe].build(wrapper(module, AutoTokenizer.from_pretrained(model_dir)))
+        mark("load")  # the model onto the device, the tokenizer, the recipe (WordNet's index is read lazily, in the loop)
         found = []
         start = time.perf_counter()
         for i, (text, label) in enumerate(zip(data["texts"], data["labels"])):
@@ -332,12 +342,15 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
 
             torch.cuda.synchronize()
         loop = time.perf_counter() - start
+        mark("loop")
     else:
         import suite
         from suite.models import load_model
         from suite.models.config import ModelConfig
 
+        mark("imports")  # the suite, torch (transformers comes with the model)
         model = load_model(ModelConfig(spec=f"hf:{model_dir}", device=device))
+        mark("load")  # transformers, the model onto the device, the tokenizer
         model.module.register_forward_hook(count, with_kwargs=True)
         model.text_rows = _timed(model.text_rows, counts)
         run_dir = out.with_suffix("")
@@ -350,7 +363,9 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         by_id = {r["id"]: r for r in records if r["kind"] == "attack" and r["attack"] == recipe}
         found = [[by_id[str(i)]["adversarial"], by_id[str(i)]["robust"] < 1] for i in range(len(data["texts"]))]
         loop = results.attacks[recipe].seconds
-    out.write_text(json.dumps({"examples": found, "loop": loop, "successes": sum(b for _, b in found), **counts}))
+        mark("evaluate")  # the loop, and TextAttack's import, the clean pass, checks, results around it
+    out.write_text(json.dumps({"examples": found, "loop": loop, "successes": sum(b for _, b in found), "phases": phases,
+                               **counts}))
 
 
 #: The protocol's methods: built-in name → (training method, its knobs); radii scaled like

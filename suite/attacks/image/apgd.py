@@ -107,11 +107,13 @@ class StepSchedule:
         else:
             self.increases[rows] += (values > self.last_value[rows]).long()
         self.last_value[rows] = values
+        # x_max and its gradient by masked writes (no wait for the device to count the rows
+        # that improved; see GradientAttack._search); the checkpoints below, a few per run, index.
         better = values > self.best_value[rows]
-        improved = rows[better]
-        self.best_value[improved] = values[better]
-        self.best_point[improved] = points[better]
-        self.best_grad[improved] = grad[better]
+        self.best_value[rows] = torch.where(better, values, self.best_value[rows]).to(self.best_value.dtype)
+        rowwise = better.view((-1,) + (1,) * (points.dim() - 1))
+        self.best_point[rows] = torch.where(rowwise, points, self.best_point[rows])
+        self.best_grad[rows] = torch.where(rowwise, grad, self.best_grad[rows])
         if k in self.windows:
             condition_1 = self.increases[rows] < self.rho * self.windows[k]
             condition_2 = (self.eta[rows] == self.eta_at_check[rows]) & (self.best_value[rows] <= self.best_at_check[rows])

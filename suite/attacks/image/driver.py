@@ -233,8 +233,10 @@ class GradientAttack(Attack):
         predictions = y.clone()
         success = torch.zeros(rows_total, dtype=torch.bool, device=x.device)
         queries = torch.zeros(rows_total, dtype=torch.long, device=x.device)
+        every_row = torch.arange(rows_total, device=x.device)
         for step in range(steps + 1):
-            live = (~done[groups]).nonzero().squeeze(1)
+            # Where nothing stops (training), every row is live at every step, with no wait.
+            live = (~done[groups]).nonzero().squeeze(1) if mode.stop_on_success else every_row
             if len(live) == 0:
                 break
             grad_needed = step < steps
@@ -248,25 +250,35 @@ class GradientAttack(Attack):
                 value = objective(loss, logits, y[live], None if targets is None else targets[live])
             predicted = logits.detach().argmax(dim=1)
             hit = predicted != y[live]
+            scored = value.detach()
+            # Masked writes (torch.where over the live rows) rather than boolean indexing: the
+            # same values, and the host never waits for the device to count the rows kept (on
+            # CUDA every such count drains the device's queue). Two waits a step remain where
+            # rows stop: the live rows, which size the pass, and the rows that move on.
             if mode.keep == "last":
-                keep = torch.ones_like(hit)
                 success[live] = hit
+                best[live] = inputs.detach()
+                values[live] = scored.to(values.dtype)
+                predictions[live] = predicted
             else:
-                keep = hit | (value.detach() > values[live])
-                success[live[hit]] = True
-            kept = live[keep]
-            best[kept] = inputs.detach()[keep]
-            values[kept] = value.detach()[keep]
-            predictions[kept] = predicted[keep]
+                keep = hit | (scored > values[live])
+                success[live] = success[live] | hit
+                best[live] = torch.where(keep.view((-1,) + (1,) * (best.dim() - 1)), inputs.detach(), best[live])
+                values[live] = torch.where(keep, scored, values[live]).to(values.dtype)
+                predictions[live] = torch.where(keep, predicted, predictions[live])
             if mode.stop_on_success:
-                done[groups[live[hit]]] = True
+                done |= torch.zeros(len(done), dtype=torch.long, device=done.device).index_add_(
+                    0, groups[live], hit.long()).bool()
             if not grad_needed:
                 break
             (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, batch_rows or rows_total), inputs)
-            moving = ~done[groups[live]]
-            rows = live[moving]
+            if mode.stop_on_success:
+                moving = (~done[groups[live]]).nonzero().squeeze(1)
+                rows, points, grad, scored = live[moving], inputs.detach()[moving], grad[moving], scored[moving]
+            else:
+                rows, points = live, inputs.detach()
             if len(rows):
-                current[rows] = update(rows, inputs.detach()[moving], grad[moving], value.detach()[moving])
+                current[rows] = update(rows, points, grad, scored)
         return Search(best, predictions, values, success, queries)
 
     def _restarts(
