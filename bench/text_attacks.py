@@ -322,7 +322,7 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         from textattack.models.wrappers import HuggingFaceModelWrapper
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        mark("imports")  # TextAttack (with flair, NLTK), transformers, torch
+        mark("imports")  # the offline set-up, TextAttack (with flair, NLTK), transformers, torch
         module = AutoModelForSequenceClassification.from_pretrained(model_dir).eval().to(device)
         module.register_forward_hook(count, with_kwargs=True)
         builders = {"pwws": attack_recipes.PWWSRen2019, "deepwordbug": attack_recipes.DeepWordBugGao2018}
