@@ -392,7 +392,8 @@ def trace_targets(model_name: str, module: nn.Module, norm: str, eps: float, n: 
     targeted DLR value)? A white-box trace of one attack's searches, so it reads APGD-T's
     per-target search (``_restart_search``), which the attack API does not expose."""
     from suite.attacks.image.apgd import APGDT
-    from suite.attacks.image.driver import EVALUATION, top_targets
+    from suite.attacks.image.driver import top_targets
+    from suite.attacks.image.search import EVALUATION
     from suite.seeding import example_generator
 
     served, chosen, x, y = _chosen(module, model_name, n, indices)

@@ -354,7 +354,7 @@ def test_search_steps_wait_on_the_device_only_to_size_their_pass(training):
     move on (2 reads), and in training, where no row stops, nothing; the checkpoints and the
     restart's own bookkeeping add a few. Here that is 107 reads in evaluation and 26 in
     training; with the indexing that was replaced it was 633 and 551 (about 15 and 13 a step)."""
-    from suite.attacks.image.driver import TRAINING
+    from suite.attacks.image.search import TRAINING
 
     torch.manual_seed(0)
     model = _Linear(torch.randn(10, 48).tolist(), [0.0] * 10, (3, 4, 4))

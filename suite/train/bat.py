@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from pydantic import Field, PrivateAttr
 
-from suite.attacks.image.driver import TRAINING
+from suite.attacks.image.search import TRAINING
 from suite.attacks.image.rec import APGDREC
 from suite.data.base import Example
 from suite.errors import ConfigError

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from suite.attacks.image.beta import BETA
-from suite.attacks.image.driver import EVALUATION
+from suite.attacks.image.search import EVALUATION
 from suite.attacks.image.pgd import PGDL2, PGDLinf
 from suite.data.base import Example, InputSpec
 from suite.data.config import DatasetConfig

@@ -21,7 +21,8 @@ import torch
 from pydantic import Field, model_validator
 
 from suite.attacks.image.beta import BETA
-from suite.attacks.image.driver import TRAINING, SearchMode, with_default_eps
+from suite.attacks.image.driver import with_default_eps
+from suite.attacks.image.search import TRAINING, SearchMode
 from suite.attacks.image.fgm import FGML2, FGMLinf
 from suite.attacks.image.pgd import PGDL2, PGDLinf
 from suite.losses import cross_entropy, margin

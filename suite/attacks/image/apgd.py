@@ -50,8 +50,8 @@ import torch
 from pydantic import Field
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import (EVALUATION, Found, GradientAttack, NormChoiceAttack, SearchMode, _on_examples,
-                                        top_targets)
+from suite.attacks.image.driver import GradientAttack, NormChoiceAttack, top_targets
+from suite.attacks.image.search import EVALUATION, Found, SearchMode, on_examples
 from suite.losses import LossName
 
 
@@ -293,7 +293,7 @@ class APGDT(_APGD):
             result = self._restart_search(
                 model, x[todo], y[todo], [generators[i] for i in todo.tolist()], steps=steps,
                 restarts=self.restarts, loss=loss, make_update=self._updater(steps),
-                targets=aims[todo], mode=_on_examples(mode, todo), batch_rows=len(x),
+                targets=aims[todo], mode=on_examples(mode, todo), batch_rows=len(x),
             )
             if stage_targets is not None:
                 nearer = result.values > reached[todo]

@@ -50,7 +50,8 @@ import torch
 from pydantic import Field
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import EVALUATION, SearchMode, autocast
+from suite.attacks.image.driver import autocast
+from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.attacks.image.norms import _per_example
 from suite.attacks.image.rec import L_TOLERANCE, RECAttack, EnsembleState
 

@@ -36,7 +36,8 @@ from pydantic import Field
 
 from suite.attacks.base import register_attack
 from suite.attacks.image.apgd import APGDCE, APGDDLR, APGDT
-from suite.attacks.image.driver import EVALUATION, Found, NormChoiceAttack, SearchMode, _on_examples
+from suite.attacks.image.driver import NormChoiceAttack
+from suite.attacks.image.search import EVALUATION, Found, SearchMode, on_examples
 
 
 class _Ensemble(NormChoiceAttack):
@@ -70,7 +71,7 @@ class _Ensemble(NormChoiceAttack):
             if len(todo) == 0:
                 break
             result = component.find(model, x[todo], y[todo], [generators[i] for i in todo.tolist()],
-                                    _on_examples(mode, todo))
+                                    on_examples(mode, todo))
             found.queries[todo] += result.queries
             # The first component's iterate stands for an unbroken example (the components'
             # objectives are not comparable); a later one replaces it only by breaking it.

@@ -13,7 +13,8 @@ import torch
 from pydantic import Field, field_validator, model_validator
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import EVALUATION, TRAINING, NormChoiceAttack, SearchMode, top_targets
+from suite.attacks.image.driver import NormChoiceAttack, top_targets
+from suite.attacks.image.search import EVALUATION, TRAINING, SearchMode
 from suite.attacks.image.apgd import apgd_updater
 
 #: ``optimizer: APGD``: APGD's step-size schedule (Croce & Hein 2020, Alg. 1) on each target's margin.

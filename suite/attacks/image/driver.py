@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import torch
@@ -31,6 +30,8 @@ from pydantic import Field, model_validator
 
 from suite.attacks.base import Attack, AttackOutput, Threat
 from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, Linf
+from suite.attacks.image.search import (EVALUATION, TRAINING, Found, Search, SearchMode, on_examples,
+                                        select_rows)
 from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
 from suite.models.base import Classifier
@@ -71,57 +72,6 @@ def image_outputs(geometry: type, x: torch.Tensor, adversarial: torch.Tensor, qu
     ]
 
 
-RowObjective = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
-
-
-@dataclass(frozen=True)
-class SearchMode:
-    """How the shared search runs.
-
-    Attributes:
-        stop_on_success: Stop an example at its first misclassified iterate (evaluation).
-            Training's inner maximisation runs every step instead, as Madry et al. and BETA
-            (Alg. 1, 2) do.
-        keep: ``best``: the first misclassified iterate, else the one with the highest
-            objective (evaluation); ``last``: the final iterate (training), and among the
-            rows of an example (targets) the one with the highest final objective (BETA's
-            j* = argmax_j M_j, Alg. 1 line 8).
-        objective: Replaces the attack's named loss: ``objective(logits, examples)`` gives
-            per-row values to maximise, with ``examples`` the index of each row's example in
-            the batch handed to the attack (TRADES' KL to that example's clean prediction).
-    """
-
-    stop_on_success: bool = True
-    keep: Literal["best", "last"] = "best"
-    objective: RowObjective | None = None
-
-
-#: The default: what an evaluation runs.
-EVALUATION = SearchMode()
-#: Adversarial training's inner maximisation: every step, the last iterate.
-TRAINING = SearchMode(stop_on_success=False, keep="last")
-
-
-@dataclass
-class Search:
-    """The result of optimising R rows: the kept iterate of each row and what it scored."""
-
-    best: torch.Tensor
-    predictions: torch.Tensor
-    values: torch.Tensor
-    success: torch.Tensor
-    queries: torch.Tensor
-
-
-@dataclass
-class Found:
-    """Per example: the kept iterate, the prediction and objective value it scored in the search,
-    and the queries spent."""
-
-    adversarial: torch.Tensor
-    predictions: torch.Tensor
-    values: torch.Tensor
-    queries: torch.Tensor
 
 
 class GradientAttack(Attack):
@@ -334,7 +284,7 @@ class GradientAttack(Attack):
                 model, origin, y[rows], start, steps, make_update(origin, start), loss,
                 targets=None if targets is None else targets[todo].reshape(-1),
                 groups=torch.arange(len(todo), device=x.device).repeat_interleave(per),
-                batch_rows=(batch_rows or n) * per, mode=_on_examples(mode, todo),
+                batch_rows=(batch_rows or n) * per, mode=on_examples(mode, todo),
             )
             found, predicted, value, hit, spent = select_rows(search, len(todo), by_value=mode.keep == "last")
             better = hit | (value > values[todo])
@@ -386,27 +336,3 @@ def top_targets(model: Classifier, x: torch.Tensor, y: torch.Tensor, k: int | No
     k = classes - 1 if k is None else min(k, classes - 1)
     order = logits.scatter(1, y.view(-1, 1), float("-inf")).argsort(dim=1, descending=True)
     return order[:, :k]
-
-
-def _on_examples(mode: SearchMode, todo: torch.Tensor) -> SearchMode:
-    """``mode`` for a search over the examples ``todo`` of the batch: its objective still
-    receives indices into the whole batch."""
-    if mode.objective is None:
-        return mode
-    inner = mode.objective
-    return SearchMode(mode.stop_on_success, mode.keep, lambda logits, rows: inner(logits, todo[rows]))
-
-
-def select_rows(search: Search, examples: int, by_value: bool = False,
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per example, keep its first successful row, else the row with the highest objective
-    (``by_value``: the row with the highest objective, as BETA's j* = argmax_j M_j).
-
-    Rows are laid out example-major (example i owns rows i·K … i·K+K−1).
-    """
-    per = len(search.values) // examples
-    score = search.values if by_value else torch.where(search.success, torch.inf, search.values)
-    score = score.view(examples, per)
-    chosen = score.argmax(dim=1) + torch.arange(examples, device=score.device) * per
-    queries = search.queries.view(examples, per).sum(dim=1)
-    return search.best[chosen], search.predictions[chosen], search.values[chosen], search.success[chosen], queries

@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import EVALUATION, GradientAttack, SearchMode
+from suite.attacks.image.driver import GradientAttack
+from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.attacks.image.norms import L2, Linf
 from suite.losses import LossName
 

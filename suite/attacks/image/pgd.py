@@ -18,7 +18,8 @@ import torch
 from pydantic import Field
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import EVALUATION, GradientAttack, SearchMode, top_targets
+from suite.attacks.image.driver import GradientAttack, top_targets
+from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.attacks.image.norms import L2, Linf
 from suite.losses import LossName
 

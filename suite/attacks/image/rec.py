@@ -32,7 +32,8 @@ import torch
 from pydantic import Field
 
 from suite.attacks.base import AttackOutput, register_attack
-from suite.attacks.image.driver import EVALUATION, NormChoiceAttack, SearchMode, autocast
+from suite.attacks.image.driver import NormChoiceAttack, autocast
+from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.data.base import Example
 from suite.errors import ConfigError
 from suite.losses import cross_entropy, reduce_loss

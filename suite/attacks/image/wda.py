@@ -58,7 +58,8 @@ import torch
 from pydantic import AliasChoices, Field
 
 from suite.attacks.base import AttackOutput, InfeasibleError, Threat, register_attack
-from suite.attacks.image.driver import EVALUATION, NormChoiceAttack, SearchMode, autocast, image_outputs
+from suite.attacks.image.driver import NormChoiceAttack, autocast, image_outputs
+from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.data.base import Example
 from suite.losses import reduce_loss
 from suite.models.base import Classifier
