@@ -11,6 +11,12 @@
 #   run(command="bash bench/device_checks.sh scale:230 text:320", carry=[".device"], timeout_s=590)
 #   run(command="bash bench/device_checks.sh cuda:160", carry=[".device"], timeout_s=200)
 #
+# What is left after the second H200 (docs/attacks/measured.md): `auto` at a batch where the GPU,
+# not the host, bounds its step, and DeepWordBug at 960 sentences, in one call:
+#
+#   run(command="SCALE_N=256 SCALE_SECTIONS=image:auto,profile:auto TEXT_NS=960 TEXT_RECIPES=deepwordbug
+#                bash bench/device_checks.sh scale:200 text:330", carry=[".device"], timeout_s=580)
+#
 # Parts (what each measures: the docstrings of the scripts it runs; times from one H200):
 #   text   bench/text_attacks.py --speed --size base: a BERT-base shape trained on Rotten
 #          Tomatoes on the GPU (4 epochs: 53 s on an H100, 75.5 %; 8 more when it stays under
@@ -33,7 +39,8 @@
 set -uo pipefail
 # Several parts may run in one call, in the order given, each as PART or PART:SECONDS (its time
 # limit; defaults below): `bash bench/device_checks.sh text:400 cuda:160` spends one machine start.
-# SCALE_N and SCALE_SECTIONS set the scale part's --n and --sections; CUDA_N and
+# SCALE_N and SCALE_SECTIONS set the scale part's --n (and batch size) and --sections; TEXT_NS and
+# TEXT_RECIPES the text part's --ns and --recipes; CUDA_N and
 # CUDA_DETERMINISTIC the cuda part's --n and --deterministic (its non-deterministic batch check
 # and its precision section ran on an H200 already: docs/attacks/measured.md).
 parts=("${@:-env}")
@@ -98,7 +105,9 @@ for spec in "${parts[@]}"; do
         timeout "${limit:-420}" $python bench/cuda_checks.py --n "${CUDA_N:-30}" --deterministic "${CUDA_DETERMINISTIC:-on}" \
             --json "$out/cuda-checks.json" 2>&1 | tee "$out/cuda.log" ;;
     text)
-        timeout "${limit:-540}" $python bench/text_attacks.py --speed --size base --ns 240 --data "$data" \
+        # shellcheck disable=SC2086  # TEXT_NS and TEXT_RECIPES are lists
+        timeout "${limit:-540}" $python bench/text_attacks.py --speed --size base --ns ${TEXT_NS:-240} \
+            --recipes ${TEXT_RECIPES:-deepwordbug pwws} --data "$data" \
             --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
     scale)
         timeout "${limit:-540}" $python bench/scale.py --n "${SCALE_N:-64}" --batch-size "${SCALE_N:-64}" \

@@ -30,7 +30,7 @@ from pydantic import Field, model_validator
 
 from suite.attacks.base import Attack, AttackOutput, Threat
 from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, Linf
-from suite.attacks.image.search import (EVALUATION, TRAINING, Found, Search, SearchMode, on_examples,
+from suite.attacks.image.search import (EVALUATION, TRAINING, Found, HostCopy, Search, SearchMode, on_examples,
                                         select_rows)
 from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
@@ -184,11 +184,25 @@ class GradientAttack(Attack):
         success = torch.zeros(rows_total, dtype=torch.bool, device=x.device)
         queries = torch.zeros(rows_total, dtype=torch.long, device=x.device)
         every_row = torch.arange(rows_total, device=x.device)
+        # Which rows are live is decided on the host from a copy of ``done`` taken right after
+        # the forward pass that updates it (HostCopy): waiting for it does not wait for the
+        # backward pass and update queued behind it, so on CUDA the device keeps working while
+        # the host sizes the next pass. The rows are exactly those of a synchronous read.
+        # Rows only ever stop, so a step with as many live rows as the last has the same ones,
+        # and its index (on the device) is reused.
+        live = every_row
+        if mode.stop_on_success:
+            groups_host, done_host = HostCopy(groups).get(), HostCopy(done)
+            live_host = torch.arange(rows_total)
         for step in range(steps + 1):
             # Where nothing stops (training), every row is live at every step, with no wait.
-            live = (~done[groups]).nonzero().squeeze(1) if mode.stop_on_success else every_row
-            if len(live) == 0:
-                break
+            if mode.stop_on_success:
+                still = ~done_host.get()[groups_host]
+                if int(still.sum()) != len(live_host):
+                    live_host = still.nonzero().squeeze(1)
+                    live = live_host.to(x.device, non_blocking=True)
+                if len(live_host) == 0:
+                    break
             grad_needed = step < steps
             inputs = current[live].requires_grad_(grad_needed)
             with autocast(model.device, self.precision):
@@ -203,8 +217,8 @@ class GradientAttack(Attack):
             scored = value.detach()
             # Masked writes (torch.where over the live rows) rather than boolean indexing: the
             # same values, and the host never waits for the device to count the rows kept (on
-            # CUDA every such count drains the device's queue). Two waits a step remain where
-            # rows stop: the live rows, which size the pass, and the rows that move on.
+            # CUDA every such count drains the device's queue). Where rows stop, the host reads
+            # which ones from ``done_host`` (above), once a step.
             if mode.keep == "last":
                 success[live] = hit
                 best[live] = inputs.detach()
@@ -219,14 +233,16 @@ class GradientAttack(Attack):
             if mode.stop_on_success:
                 done |= torch.zeros(len(done), dtype=torch.long, device=done.device).index_add_(
                     0, groups[live], hit.long()).bool()
+                done_host = HostCopy(done)
             if not grad_needed:
                 break
             (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, batch_rows or rows_total), inputs)
+            rows, points = live, inputs.detach()
             if mode.stop_on_success:
-                moving = (~done[groups[live]]).nonzero().squeeze(1)
-                rows, points, grad, scored = live[moving], inputs.detach()[moving], grad[moving], scored[moving]
-            else:
-                rows, points = live, inputs.detach()
+                still = ~done_host.get()[groups_host[live_host]]
+                if not bool(still.all()):  # some rows stopped at this step: the others move on
+                    moving = still.nonzero().squeeze(1).to(x.device, non_blocking=True)
+                    rows, points, grad, scored = live[moving], points[moving], grad[moving], scored[moving]
             if len(rows):
                 current[rows] = update(rows, points, grad, scored)
         return Search(best, predictions, values, success, queries)

@@ -84,3 +84,28 @@ def select_rows(search: Search, examples: int, by_value: bool = False,
     chosen = score.argmax(dim=1) + torch.arange(examples, device=score.device) * per
     queries = search.queries.view(examples, per).sum(dim=1)
     return search.best[chosen], search.predictions[chosen], search.values[chosen], search.success[chosen], queries
+
+
+class HostCopy:
+    """A small device tensor's value on the host, read without draining the device's queue.
+
+    On CUDA the copy (into pinned memory) and an event go into the stream at the point of the
+    call; :meth:`get` waits for that event only, so the work queued after it (a backward pass)
+    keeps the device busy while the host reads the value and queues the next work. Elsewhere
+    it is a plain copy.
+    """
+
+    def __init__(self, tensor: torch.Tensor):
+        self._event = None
+        if tensor.device.type == "cuda":
+            self._value = tensor.to("cpu", non_blocking=True)  # pinned: the copy is asynchronous
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._value = tensor.to("cpu", copy=True)
+
+    def get(self) -> torch.Tensor:
+        if self._event is not None:
+            self._event.synchronize()
+            self._event = None
+        return self._value
