@@ -13,7 +13,7 @@ from suite.attacks.image.apgd import StepSchedule, checkpoints
 from suite.data.base import Example
 from suite.models.base import ModelInfo, TorchClassifier
 
-from helpers import run_judged
+from helpers import CountedReads, MarkedHostCopy, run_judged
 
 
 class _Linear(TorchClassifier):
@@ -346,36 +346,6 @@ def test_auto_last_search_only_adds_to_what_the_earlier_stages_break(digits_mode
     assert all(torch.equal(before[i].adversarial, after[i].adversarial) for i in broken_before)
 
 
-class _HostValue(torch.Tensor):
-    """A value the host holds from a :class:`HostCopy`; what is computed from it stays one."""
-
-
-class _Reads(torch.overrides.TorchFunctionMode):
-    """Counts the host's reads of values (a count, a list, a truth value), apart on values it
-    holds from a :class:`HostCopy` and on the others, which on CUDA drain the device's queue."""
-
-    VALUE_READS = {"nonzero", "tolist", "item", "__bool__", "__int__", "__float__", "__index__", "numpy"}
-
-    def __init__(self):
-        super().__init__()
-        self.host = self.device = 0
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", "")
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        mask_index = name in ("__getitem__", "__setitem__") and any(
-            isinstance(a, torch.Tensor) and a.dtype == torch.bool for a in args[1:2])
-        if name in self.VALUE_READS or mask_index:
-            if tensors and all(isinstance(t, _HostValue) for t in tensors):
-                self.host += 1
-            else:
-                self.device += 1
-        result = func(*args, **(kwargs or {}))
-        if name == "to" and isinstance(result, _HostValue):  # back to the device: a device value
-            result = result.as_subclass(torch.Tensor)
-        return result
-
-
 @pytest.mark.parametrize("training", [False, True])
 def test_search_steps_read_the_device_only_through_host_copies(training, monkeypatch):
     """The search loop and APGD's schedule write by masks, not boolean indexing (each boolean
@@ -386,13 +356,9 @@ def test_search_steps_read_the_device_only_through_host_copies(training, monkeyp
     indexing it was 633 reads in evaluation and 551 in training (about 15 and 13 a step); with
     the live rows and the moving rows read from the device, 107 and 26."""
     from suite.attacks.image import driver
-    from suite.attacks.image.search import TRAINING, HostCopy
+    from suite.attacks.image.search import TRAINING
 
-    class Copy(HostCopy):
-        def get(self):
-            return super().get().as_subclass(_HostValue)
-
-    monkeypatch.setattr(driver, "HostCopy", Copy)
+    monkeypatch.setattr(driver, "HostCopy", MarkedHostCopy)
     torch.manual_seed(0)
     model = _Linear(torch.randn(10, 48).tolist(), [0.0] * 10, (3, 4, 4))
     x = torch.rand(6, 3, 4, 4)
@@ -400,7 +366,7 @@ def test_search_steps_read_the_device_only_through_host_copies(training, monkeyp
     steps = 40
     attack = build_attack("apgd_ce", {"eps": 1e-5, "steps": steps})
     generators = [torch.Generator().manual_seed(i) for i in range(len(x))]
-    with _Reads() as reads:
+    with CountedReads() as reads:
         if training:
             attack.perturb(model, x, y, generators, TRAINING)
         else:

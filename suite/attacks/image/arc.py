@@ -133,15 +133,15 @@ class ARC(RECAttack):
             trial = self._project(x + delta + candidate, x) - x
             trial_value = model.correctness(x + trial, y).to(x.device)
             spent[rows] += 1
+            # Masked writes, not boolean indexing (whose row count the host would wait for).
             keep = trial_value <= local_value + L_TOLERANCE
-            local[keep], local_value[keep] = candidate[keep], trial_value[keep]
+            local = torch.where(_per_example(keep), candidate, local)
+            local_value = torch.where(keep, trial_value, local_value)
         trial = self._project(x + delta + local, x) - x
         trial_value = model.correctness(x + trial, y).to(x.device)
         spent[rows] += 1
         keep = trial_value <= value + L_TOLERANCE
-        delta, value = delta.clone(), value.clone()
-        delta[keep], value[keep] = trial[keep], torch.minimum(value[keep], trial_value[keep])
-        return delta, value
+        return torch.where(_per_example(keep), trial, delta), torch.where(keep, torch.minimum(value, trial_value), value)
 
     def _closest_plane(self, model, member: int, point: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """w_n and ζ_n of the closest hyperplane of ``member`` linearised at ``point`` (lines 10–16)."""

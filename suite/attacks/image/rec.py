@@ -33,7 +33,7 @@ from pydantic import Field
 
 from suite.attacks.base import AttackOutput, register_attack
 from suite.attacks.image.driver import NormChoiceAttack, autocast
-from suite.attacks.image.search import EVALUATION, SearchMode
+from suite.attacks.image.search import EVALUATION, HostCopy, SearchMode
 from suite.data.base import Example
 from suite.errors import ConfigError
 from suite.losses import cross_entropy, reduce_loss
@@ -116,9 +116,17 @@ class RECAttack(NormChoiceAttack):
             origin = x[todo]
             current = self._starts(origin, todo, generators) if self.rand_init else origin.clone()
             done = torch.zeros(len(todo), dtype=torch.bool, device=x.device)
+            # As in the shared search (GradientAttack._search): masked writes, and the rows that
+            # stop read from a copy of ``done`` taken after the forward pass (HostCopy), so on CUDA
+            # the host does not drain the device's queue at every step.
+            done_host, live_host = HostCopy(done), torch.arange(len(todo))
+            live = live_host.to(x.device)
             for iteration in range(self.steps + 1):
-                live = (~done).nonzero().squeeze(1)
-                if len(live) == 0:
+                still = ~done_host.get()
+                if int(still.sum()) != len(live_host):  # rows only ever stop
+                    live_host = still.nonzero().squeeze(1)
+                    live = live_host.to(x.device, non_blocking=True)
+                if len(live_host) == 0:
                     break
                 grad_needed = iteration < self.steps
                 inputs = current[live].requires_grad_(grad_needed)
@@ -135,19 +143,24 @@ class RECAttack(NormChoiceAttack):
                 lower = expected < best_l[rows] - L_TOLERANCE
                 tie = (expected - best_l[rows]).abs() <= L_TOLERANCE
                 better = lower | (tie & (value.detach() > best_loss[rows]))
-                kept = rows[better]
-                best[kept] = inputs.detach()[better]
-                best_l[kept] = torch.minimum(best_l[kept], expected[better])
-                best_loss[kept] = value.detach()[better]
-                done[live[expected <= L_TOLERANCE]] = True
+                rowwise = better.view((-1,) + (1,) * (best.dim() - 1))
+                best[rows] = torch.where(rowwise, inputs.detach(), best[rows])
+                best_l[rows] = torch.where(better, torch.minimum(best_l[rows], expected), best_l[rows])
+                best_loss[rows] = torch.where(better, value.detach(), best_loss[rows])
+                done[live] = done[live] | (expected <= L_TOLERANCE)
+                done_host = HostCopy(done)
                 if not grad_needed:
                     break
                 (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, n), inputs)
-                moving = ~done[live]
-                if moving.any():
-                    index = live[moving]
-                    step = self.geometry.step(grad[moving].float(), self.step_size)
-                    current[index] = self._project(inputs.detach()[moving] + step, origin[index])
+                moving_host = (~done_host.get()[live_host]).nonzero().squeeze(1)
+                if len(moving_host):
+                    if len(moving_host) == len(live_host):
+                        index, points = live, inputs.detach()
+                    else:
+                        moving = moving_host.to(x.device, non_blocking=True)
+                        index, points, grad = live[moving], inputs.detach()[moving], grad[moving]
+                    step = self.geometry.step(grad.float(), self.step_size)
+                    current[index] = self._project(points + step, origin[index])
         return best, queries
 
 
