@@ -236,7 +236,8 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
         accuracy, correct = scored()
     report = {"model": description, "test_accuracy": accuracy, "training": training,
               "threads": torch.get_num_threads(), "device": device, "torch": torch.__version__,
-              "gpu": torch.cuda.get_device_name(device) if device.startswith("cuda") else None, "rows": []}
+              "gpu": torch.cuda.get_device_name(device) if device.startswith("cuda") else None,
+              "plain_batch_size": args.plain_batch_size or 32, "rows": []}
     print(f"model: test accuracy {accuracy:.1%} ({description}, {device})", flush=True)
     if accuracy < 0.6:
         print("warning: the model is barely better than chance; its searches are not typical of a trained model",
@@ -251,7 +252,8 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
         for recipe in args.recipes:
             # Each side --repeats times, alternating (plain, suite, plain, ...); the median wall and
             # loop times per side: this machine's timings drift by 20 % and more between runs.
-            runs = [{side: _speed_child(side, recipe, examples, model_dir, workdir, device) for side in ("plain", "suite")}
+            runs = [{side: _speed_child(side, recipe, examples, model_dir, workdir, device, args.plain_batch_size)
+                     for side in ("plain", "suite")}
                     for _ in range(args.repeats)]
             sides = {side: {**runs[0][side], **{key: statistics.median(run[side][key] for run in runs)
                                                 for key in ("wall", "loop", "model_seconds")},
@@ -276,13 +278,15 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
     return report
 
 
-def _speed_child(side: str, recipe: str, examples: Path, model_dir: Path, workdir: Path, device: str) -> dict:
+def _speed_child(side: str, recipe: str, examples: Path, model_dir: Path, workdir: Path, device: str,
+                 plain_batch_size: int | None = None) -> dict:
     import subprocess
 
     out = workdir / f"{side}-{recipe}-{examples.stem}.json"
     start = time.perf_counter()
     subprocess.run([sys.executable, __file__, "--speed-child", side, "--recipe", recipe, "--examples", str(examples),
-                    "--model", str(model_dir), "--out", str(out), "--device", device], check=True)
+                    "--model", str(model_dir), "--out", str(out), "--device", device,
+                    *(["--plain-batch-size", str(plain_batch_size)] if plain_batch_size else [])], check=True)
     wall = time.perf_counter() - start
     return {**json.loads(out.read_text()), "wall": wall}
 
@@ -300,7 +304,8 @@ def _timed(call, counts: dict):
     return timed
 
 
-def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, out: Path, device: str) -> None:
+def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, out: Path, device: str,
+                plain_batch_size: int | None = None) -> None:
     """One side, in this fresh process: what it found per example, its loop time, passes and rows."""
     data = json.loads(examples_file.read_text())
     # model_seconds: the wall time of the model calls each side's searches make (tokenising,
@@ -339,6 +344,8 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         timed = _timed(HuggingFaceModelWrapper.__call__, counts)
         wrapper = type("TimedWrapper", (HuggingFaceModelWrapper,), {"__call__": timed})
         attack = builders[recipe].build(wrapper(module, AutoTokenizer.from_pretrained(model_dir)))
+        if plain_batch_size:  # the texts per model call of TextAttack's goal function (its default: 32)
+            attack.goal_function.batch_size = plain_batch_size
         mark("load")  # the model onto the device, the tokenizer, the recipe (WordNet's index is read lazily, in the loop)
         found = []
         start = time.perf_counter()
@@ -489,6 +496,8 @@ def main() -> int:
     parser.add_argument("--size", choices=sorted(SPEED_SIZES), default="small",
                         help="--speed: the model (small: 2 layers, hidden 256; base: BERT-base shape, for a GPU)")
     parser.add_argument("--device", help="--speed: where both sides run (default: CUDA when present)")
+    parser.add_argument("--plain-batch-size", type=int,
+                        help="--speed: texts per model call of the plain loop's goal function (TextAttack's default 32)")
     parser.add_argument("--speed-child", choices=["plain", "suite"], help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
     parser.add_argument("--examples", type=Path, help=argparse.SUPPRESS)
@@ -498,7 +507,8 @@ def main() -> int:
     if args.repeats < 1:
         parser.error("--repeats takes 1 or more")
     if args.speed_child:
-        speed_child(args.speed_child, args.recipe, args.examples, args.model, args.out, args.device or "cpu")
+        speed_child(args.speed_child, args.recipe, args.examples, args.model, args.out, args.device or "cpu",
+                    args.plain_batch_size)
         return 0
     if not (args.data / "train.csv").exists():
         print(f"skipped: Rotten Tomatoes not found at {args.data} (see docs/attacks/measured.md or --data)")
