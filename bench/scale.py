@@ -163,8 +163,11 @@ def _profiler(device):
 PROFILE_WINDOW = (12, 3, 20)
 
 
-#: What makes the host wait for the device (each one drains the GPU's queue), by the profiler's
-#: event names: copies to the host, reads of a scalar, and boolean indexing (its nonzero).
+#: What may make the host wait for the device, by the profiler's event names: the waits
+#: themselves (``cudaStreamSynchronize``, ``cudaDeviceSynchronize``: each drains the GPU's queue)
+#: and what can cause them: copies (``cudaMemcpyAsync``: those into pinned memory, as
+#: ``HostCopy``'s, do not wait), reads of a scalar and boolean indexing (its nonzero; the search's
+#: own nonzero calls run on host copies, which wait for nothing).
 SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpyAsync", "aten::_local_scalar_dense",
                "aten::item", "aten::nonzero", "aten::is_nonzero")
 
@@ -175,7 +178,7 @@ def _profile_summary(profiler, device) -> str:
     averages = profiler.key_averages()
     counts = {event.key: event.count for event in averages if event.key in SYNC_EVENTS}
     parts = [f"recorded: {PROFILE_WINDOW[2]} forward passes (steps) of the search, after {sum(PROFILE_WINDOW[:2])}",
-             f"host-device waits and their causes (calls): {json.dumps(counts)}",
+             f"host-device waits and what may cause them (calls): {json.dumps(counts)}",
              averages.table(sort_by="self_cpu_time_total", row_limit=30)]
     if device.type == "cuda":
         parts.append(averages.table(sort_by="self_device_time_total", row_limit=30))

@@ -100,7 +100,7 @@ class HostCopy:
         if tensor.device.type == "cuda":
             self._value = tensor.to("cpu", non_blocking=True)  # pinned: the copy is asynchronous
             self._event = torch.cuda.Event()
-            self._event.record()
+            self._event.record(torch.cuda.current_stream(tensor.device))  # the stream the copy is on
         else:
             self._value = tensor.to("cpu", copy=True)
 
