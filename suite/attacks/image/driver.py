@@ -175,6 +175,7 @@ class GradientAttack(Attack):
             mode: Evaluation (stop at success, keep the best iterate) or training.
         """
         rows_total = len(x)
+        row_per_example = groups is None
         groups = torch.arange(rows_total, device=x.device) if groups is None else groups
         done = torch.zeros(int(groups.max()) + 1 if rows_total else 0, dtype=torch.bool, device=x.device)
         current = start.clone()
@@ -194,6 +195,22 @@ class GradientAttack(Attack):
         if mode.stop_on_success:
             groups_host, done_host = HostCopy(groups).get(), HostCopy(done)
             live_host = torch.arange(rows_total)
+        # While every row is live (``live is every_row``), the per-row state is read and replaced
+        # whole rather than gathered and scattered by the index: the same values, fewer calls
+        # for the host to issue each step (on a GPU the host's work bounds a step's time once
+        # it waits for nothing; see docs/attacks/measured.md).
+
+        def at(store: torch.Tensor) -> torch.Tensor:
+            """The live rows of ``store``."""
+            return store if live is every_row else store[live]
+
+        def kept(store: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+            """``store`` with ``new`` as its live rows."""
+            if live is every_row:
+                return new
+            store[live] = new
+            return store
+
         for step in range(steps + 1):
             # Where nothing stops (training), every row is live at every step, with no wait.
             if mode.stop_on_success:
@@ -207,32 +224,36 @@ class GradientAttack(Attack):
             inputs = current[live].requires_grad_(grad_needed)
             with autocast(model.device, self.precision):
                 logits = model.logits(inputs, grad=grad_needed)
-            queries[live] += 1
+            queries = kept(queries, at(queries) + 1)
+            labels = at(y)
             if mode.objective is not None:
-                value = mode.objective(logits.float(), groups[live])
+                value = mode.objective(logits.float(), at(groups))
             else:
-                value = objective(loss, logits, y[live], None if targets is None else targets[live])
+                value = objective(loss, logits, labels, None if targets is None else at(targets))
             predicted = logits.detach().argmax(dim=1)
-            hit = predicted != y[live]
+            hit = predicted != labels
             scored = value.detach()
             # Masked writes (torch.where over the live rows) rather than boolean indexing: the
             # same values, and the host never waits for the device to count the rows kept (on
             # CUDA every such count drains the device's queue). Where rows stop, the host reads
             # which ones from ``done_host`` (above), once a step.
             if mode.keep == "last":
-                success[live] = hit
-                best[live] = inputs.detach()
-                values[live] = scored.to(values.dtype)
-                predictions[live] = predicted
+                success = kept(success, hit)
+                best = kept(best, inputs.detach())
+                values = kept(values, scored.to(values.dtype))
+                predictions = kept(predictions, predicted)
             else:
-                keep = hit | (scored > values[live])
-                success[live] = success[live] | hit
-                best[live] = torch.where(keep.view((-1,) + (1,) * (best.dim() - 1)), inputs.detach(), best[live])
-                values[live] = torch.where(keep, scored, values[live]).to(values.dtype)
-                predictions[live] = torch.where(keep, predicted, predictions[live])
+                keep = hit | (scored > at(values))
+                success = kept(success, at(success) | hit)
+                best = kept(best, torch.where(keep.view((-1,) + (1,) * (best.dim() - 1)), inputs.detach(), at(best)))
+                values = kept(values, torch.where(keep, scored, at(values)).to(values.dtype))
+                predictions = kept(predictions, torch.where(keep, predicted, at(predictions)))
             if mode.stop_on_success:
-                done |= torch.zeros(len(done), dtype=torch.long, device=done.device).index_add_(
-                    0, groups[live], hit.long()).bool()
+                if row_per_example and live is every_row:
+                    done = done | hit
+                else:
+                    done |= torch.zeros(len(done), dtype=torch.long, device=done.device).index_add_(
+                        0, at(groups), hit.long()).bool()
                 done_host = HostCopy(done)
             if not grad_needed:
                 break
