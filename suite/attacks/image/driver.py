@@ -30,8 +30,8 @@ from pydantic import Field, model_validator
 
 from suite.attacks.base import Attack, AttackOutput, Threat
 from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, Linf
-from suite.attacks.image.search import (EVALUATION, TRAINING, Found, HostCopy, Search, SearchMode, on_examples,
-                                        select_rows)
+from suite.attacks.image.search import (EVALUATION, TRAINING, Found, HostCopy, LiveRows, Search, SearchMode,
+                                        moving_rows, on_examples, select_rows)
 from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
 from suite.models.base import Classifier
@@ -184,17 +184,14 @@ class GradientAttack(Attack):
         predictions = y.clone()
         success = torch.zeros(rows_total, dtype=torch.bool, device=x.device)
         queries = torch.zeros(rows_total, dtype=torch.long, device=x.device)
-        every_row = torch.arange(rows_total, device=x.device)
         # Which rows are live is decided on the host from a copy of ``done`` taken right after
         # the forward pass that updates it (HostCopy): waiting for it does not wait for the
         # backward pass and update queued behind it, so on CUDA the device keeps working while
         # the host sizes the next pass. The rows are exactly those of a synchronous read.
-        # Rows only ever stop, so a step with as many live rows as the last has the same ones,
-        # and its index (on the device) is reused.
-        live = every_row
+        live_rows = LiveRows(rows_total, x.device)
+        live = every_row = live_rows.every
         if mode.stop_on_success:
             groups_host, done_host = HostCopy(groups).get(), HostCopy(done)
-            live_host = torch.arange(rows_total)
         # While every row is live (``live is every_row``), the per-row state is read and replaced
         # whole rather than gathered and scattered by the index: the same values, fewer calls
         # for the host to issue each step (on a GPU the host's work bounds a step's time once
@@ -214,12 +211,9 @@ class GradientAttack(Attack):
         for step in range(steps + 1):
             # Where nothing stops (training), every row is live at every step, with no wait.
             if mode.stop_on_success:
-                still = ~done_host.get()[groups_host]
-                if int(still.sum()) != len(live_host):
-                    live_host = still.nonzero().squeeze(1)
-                    live = live_host.to(x.device, non_blocking=True)
-                if len(live_host) == 0:
+                if live_rows.update(~done_host.get()[groups_host]) == 0:
                     break
+                live = live_rows.index
             grad_needed = step < steps
             inputs = current[live].requires_grad_(grad_needed)
             with autocast(model.device, self.precision):
@@ -260,9 +254,8 @@ class GradientAttack(Attack):
             (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, batch_rows or rows_total), inputs)
             rows, points = live, inputs.detach()
             if mode.stop_on_success:
-                still = ~done_host.get()[groups_host[live_host]]
-                if not bool(still.all()):  # some rows stopped at this step: the others move on
-                    moving = still.nonzero().squeeze(1).to(x.device, non_blocking=True)
+                moving = moving_rows(~done_host.get()[groups_host[live_rows.host]], x.device)
+                if moving is not None:  # some rows stopped at this step: the others move on
                     rows, points, grad, scored = live[moving], points[moving], grad[moving], scored[moving]
             if len(rows):
                 current[rows] = update(rows, points, grad, scored)

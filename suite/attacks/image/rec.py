@@ -33,7 +33,7 @@ from pydantic import Field
 
 from suite.attacks.base import AttackOutput, register_attack
 from suite.attacks.image.driver import NormChoiceAttack, autocast
-from suite.attacks.image.search import EVALUATION, HostCopy, SearchMode
+from suite.attacks.image.search import EVALUATION, HostCopy, LiveRows, SearchMode, moving_rows
 from suite.data.base import Example
 from suite.errors import ConfigError
 from suite.losses import cross_entropy, reduce_loss
@@ -119,15 +119,11 @@ class RECAttack(NormChoiceAttack):
             # As in the shared search (GradientAttack._search): masked writes, and the rows that
             # stop read from a copy of ``done`` taken after the forward pass (HostCopy), so on CUDA
             # the host does not drain the device's queue at every step.
-            done_host, live_host = HostCopy(done), torch.arange(len(todo))
-            live = live_host.to(x.device)
+            done_host, live_rows = HostCopy(done), LiveRows(len(todo), x.device)
             for iteration in range(self.steps + 1):
-                still = ~done_host.get()
-                if int(still.sum()) != len(live_host):  # rows only ever stop
-                    live_host = still.nonzero().squeeze(1)
-                    live = live_host.to(x.device, non_blocking=True)
-                if len(live_host) == 0:
+                if live_rows.update(~done_host.get()) == 0:
                     break
+                live = live_rows.index
                 grad_needed = iteration < self.steps
                 inputs = current[live].requires_grad_(grad_needed)
                 extra = self._members(state)
@@ -152,13 +148,11 @@ class RECAttack(NormChoiceAttack):
                 if not grad_needed:
                     break
                 (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, n), inputs)
-                moving_host = (~done_host.get()[live_host]).nonzero().squeeze(1)
-                if len(moving_host):
-                    if len(moving_host) == len(live_host):
-                        index, points = live, inputs.detach()
-                    else:
-                        moving = moving_host.to(x.device, non_blocking=True)
-                        index, points, grad = live[moving], inputs.detach()[moving], grad[moving]
+                index, points = live, inputs.detach()
+                moving = moving_rows(~done_host.get()[live_rows.host], x.device)
+                if moving is not None:
+                    index, points, grad = live[moving], points[moving], grad[moving]
+                if len(index):
                     step = self.geometry.step(grad.float(), self.step_size)
                     current[index] = self._project(points + step, origin[index])
         return best, queries
