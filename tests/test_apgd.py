@@ -126,6 +126,67 @@ def test_schedule_restarts_from_the_best_point_with_its_gradient():
     assert schedule.best_grad[0].item() == -5.0
 
 
+def test_schedule_handed_every_row_replaces_its_state_whole_with_the_same_results():
+    """Handed every row, StepSchedule reads and replaces its state whole; handed some rows of a
+    larger schedule, it gathers and scatters them. Both give the same points, gradients, step
+    sizes and halvings, bit for bit, and the whole path keeps no alias of what it is handed (the
+    caller's tensors are overwritten after each call here)."""
+    rows, steps = 6, 40
+    generator = torch.Generator().manual_seed(3)
+    values = torch.randn(rows, steps, generator=generator).cumsum(1)
+    points = torch.randn(steps, rows, 2, 1, 1, generator=generator)
+    grads = torch.randn(steps, rows, 2, 1, 1, generator=generator)
+    whole = StepSchedule(rows, steps, eta=1.0, rho=0.75, device=torch.device("cpu"))
+    part = StepSchedule(rows + 2, steps, eta=1.0, rho=0.75, device=torch.device("cpu"))
+    inside = torch.arange(1, rows + 1)  # rows 1..6 of 8: never all of them
+    for k in range(steps):
+        handed = points[k].clone(), grads[k].clone(), values[:, k].clone()
+        point, grad = whole.observe(torch.arange(rows), *handed)
+        point, grad = point.clone(), grad.clone()
+        for tensor in handed:
+            tensor.fill_(float("nan"))
+        expected_point, expected_grad = part.observe(inside, points[k], grads[k], values[:, k])
+        assert torch.equal(point, expected_point) and torch.equal(grad, expected_grad), k
+    assert torch.equal(whole.eta, part.eta[inside])
+    assert torch.equal(whole.best_value, part.best_value[inside])
+    halved = [(k, h.tolist()) for k, h in whole.halvings]
+    assert halved == [(k, (h - 1).tolist()) for k, h in part.halvings]
+    assert any(0 < len(h) < rows for _, h in halved)  # some rows restarted and some did not
+
+
+def test_apgd_step_with_every_row_gathers_and_scatters_nothing():
+    """Between checkpoints, APGD's step over every row of a search indexes no tensor: its
+    state is read and replaced whole (on CUDA each gather and scatter is a kernel launch, and
+    at batch 64 the host's launches bound a step). Over a part of the rows it indexes."""
+    from suite.attacks.image.apgd import apgd_updater
+
+    class Indexing(torch.overrides.TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if getattr(func, "__name__", "") in ("__getitem__", "__setitem__") and isinstance(args[1], torch.Tensor):
+                self.count += 1
+            return func(*args, **(kwargs or {}))
+
+    attack = build_attack("apgd_ce", {"eps": 0.1, "steps": 100})
+    generator = torch.Generator().manual_seed(0)
+    origin = torch.rand(5, 1, 2, 2, generator=generator)
+    counts = {}
+    for name, rows in (("every", torch.arange(5)), ("part", torch.tensor([0, 2, 3]))):
+        update = apgd_updater(attack, steps=100)(origin, origin.clone())
+        points = origin[rows] + 0.01
+        handed = [(torch.randn(len(rows), 1, 2, 2, generator=generator), torch.randn(len(rows), generator=generator))
+                  for _ in range(checkpoints(100)[0])]  # up to the first checkpoint
+        with Indexing() as indexing:
+            for grad, values in handed:
+                update(rows, points, grad, values)
+        counts[name] = indexing.count
+    assert counts["every"] == 0
+    assert counts["part"] > 0
+
+
 def test_apgd_step_schedule_on_a_quadratic_matches_the_conditions():
     """Real APGD updates on f(x) = −‖x − c‖² with c inside the ball: the 2ε steps overshoot and
     oscillate, so the schedule must halve; every halving agrees with the paper's conditions."""

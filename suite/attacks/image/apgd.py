@@ -102,18 +102,38 @@ class StepSchedule:
         if self.best_point is None:
             self.best_point = torch.zeros((len(self.eta), *points.shape[1:]), dtype=points.dtype, device=points.device)
             self.best_grad = torch.zeros_like(self.best_point)
-        if k == 0:
-            self.best_at_check[rows] = values  # f_max⁽⁰⁾ = f(x⁽⁰⁾)
+        # ``rows`` are sorted and distinct (the search's contract), so as many as the schedule
+        # has are all of them, in order: the state is then read and replaced whole rather than
+        # gathered and scattered by the index. The same values with fewer kernel launches (18 a
+        # step become 7): on a GPU at batch 64 the host's issuing of them bounds a step.
+        whole = len(rows) == len(self.eta)
+
+        def at(store: torch.Tensor) -> torch.Tensor:
+            return store if whole else store[rows]
+
+        if k == 0 and whole:
+            self.best_at_check.copy_(values)  # f_max⁽⁰⁾ = f(x⁽⁰⁾)
+        elif k == 0:
+            self.best_at_check[rows] = values
+        elif whole:
+            self.increases += values > self.last_value
         else:
             self.increases[rows] += (values > self.last_value[rows]).long()
-        self.last_value[rows] = values
+        if whole:
+            self.last_value.copy_(values)  # a copy: the caller may still hold ``values``
+        else:
+            self.last_value[rows] = values
         # x_max and its gradient by masked writes (no wait for the device to count the rows
         # that improved; see GradientAttack._search); the checkpoints below, a few per run, index.
-        better = values > self.best_value[rows]
-        self.best_value[rows] = torch.where(better, values, self.best_value[rows]).to(self.best_value.dtype)
+        better = values > at(self.best_value)
+        best_value = torch.where(better, values, at(self.best_value)).to(self.best_value.dtype)
         rowwise = better.view((-1,) + (1,) * (points.dim() - 1))
-        self.best_point[rows] = torch.where(rowwise, points, self.best_point[rows])
-        self.best_grad[rows] = torch.where(rowwise, grad, self.best_grad[rows])
+        best_point = torch.where(rowwise, points, at(self.best_point))
+        best_grad = torch.where(rowwise, grad, at(self.best_grad))
+        if whole:  # new tensors from torch.where: nothing else holds them
+            self.best_value, self.best_point, self.best_grad = best_value, best_point, best_grad
+        else:
+            self.best_value[rows], self.best_point[rows], self.best_grad[rows] = best_value, best_point, best_grad
         if k in self.windows:
             condition_1 = self.increases[rows] < self.rho * self.windows[k]
             condition_2 = (self.eta[rows] == self.eta_at_check[rows]) & (self.best_value[rows] <= self.best_at_check[rows])
@@ -148,14 +168,18 @@ def apgd_updater(attack: GradientAttack, steps: int, rho: float = 0.75, momentum
         def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
             first = schedule.k == 0
             points, grad = schedule.observe(rows, points, grad, values)
-            size = schedule.eta[rows].view(shape)
-            z = attack._project(points + attack.geometry.step(grad, 1.0) * size, origin[rows])
+            whole = len(rows) == len(origin)  # every row, in order (as in StepSchedule.observe)
+            size, centre = (schedule.eta, origin) if whole else (schedule.eta[rows], origin[rows])
+            z = attack._project(points + attack.geometry.step(grad, 1.0) * size.view(shape), centre)
             if first:
                 moved = z
             else:
-                moved = attack._project(points + momentum * (z - points) + (1 - momentum) * (points - previous[rows]),
-                                        origin[rows])
-            previous[rows] = points
+                last = previous if whole else previous[rows]
+                moved = attack._project(points + momentum * (z - points) + (1 - momentum) * (points - last), centre)
+            if whole:
+                previous.copy_(points)
+            else:
+                previous[rows] = points
             return moved
 
         return update

@@ -168,6 +168,8 @@ class GradientAttack(Attack):
             x, y, start: Origins, labels and starting points of the R rows.
             update: ``update(rows, points, gradients, values)`` returns the next (projected)
                 points of ``rows`` from their current points, gradients and objective values.
+                ``rows`` are sorted and distinct, so all R of them are ``0 … R−1`` in order
+                (APGD's schedule then replaces its state whole).
             targets: Target class per row for targeted objectives.
             groups: Example index per row; all rows of an example stop as soon as one of them
                 is misclassified. Defaults to one example per row.
@@ -245,6 +247,8 @@ class GradientAttack(Attack):
             if mode.stop_on_success:
                 if row_per_example and live is every_row:
                     done = done | hit
+                elif row_per_example:  # a live row's example is not done yet: or-ing is writing
+                    done[live] = hit
                 else:
                     done |= torch.zeros(len(done), dtype=torch.long, device=done.device).index_add_(
                         0, at(groups), hit.long()).bool()
@@ -313,7 +317,7 @@ class GradientAttack(Attack):
             search = self._search(
                 model, origin, y[rows], start, steps, make_update(origin, start), loss,
                 targets=None if targets is None else targets[todo].reshape(-1),
-                groups=torch.arange(len(todo), device=x.device).repeat_interleave(per),
+                groups=None if per == 1 else torch.arange(len(todo), device=x.device).repeat_interleave(per),
                 batch_rows=(batch_rows or n) * per, mode=on_examples(mode, todo),
             )
             found, predicted, value, hit, spent = select_rows(search, len(todo), by_value=mode.keep == "last")
