@@ -15,7 +15,7 @@
 # not the host, bounds its step, and DeepWordBug at 960 sentences, in one call:
 #
 #   run(command="SCALE_N=256 SCALE_SECTIONS=image:auto,profile:auto TEXT_NS=960 TEXT_RECIPES=deepwordbug
-#                bash bench/device_checks.sh scale:200 text:330", carry=[".device"], timeout_s=580)
+#                bash bench/device_checks.sh scale:200 host:40 text:320", carry=[".device"], timeout_s=580)
 #
 # Parts (what each measures: the docstrings of the scripts it runs; times from one H200):
 #   text   bench/text_attacks.py --speed --size base: a BERT-base shape trained on Rotten
@@ -33,6 +33,8 @@
 #          and how often the host waits for the GPU), then autoattack, each against the bare
 #          forward+backward throughput (auto at n = 64 on an H100: 15.7 s, the part's first
 #          section about 45 s)
+#   host   bench/host_ops.py --device cuda: the attacks' own operations and host time per pass
+#          beyond a bare pass, on a model whose passes cost nothing (on this CPU: 5 s)
 #   env    only the installation check (imports, versions, the GPU; installing: about 30 s)
 # Everything a part writes lands in $OUT (the device tool's folder; ./device-out elsewhere):
 # its JSON and its log.
@@ -46,8 +48,8 @@ set -uo pipefail
 parts=("${@:-env}")
 for spec in "${parts[@]}"; do
     case "${spec%%:*}" in
-    env | cuda | text | scale) ;;
-    *) echo "device_checks: unknown part '${spec%%:*}' (env, cuda, text, scale)" >&2; exit 2 ;;
+    env | cuda | text | scale | host) ;;
+    *) echo "device_checks: unknown part '${spec%%:*}' (env, cuda, text, scale, host)" >&2; exit 2 ;;
     esac
     limit=${spec#*:}
     if [ "$limit" != "$spec" ] && ! [[ "$limit" =~ ^[0-9]+$ ]]; then
@@ -109,6 +111,9 @@ for spec in "${parts[@]}"; do
         timeout "${limit:-540}" $python bench/text_attacks.py --speed --size base --ns ${TEXT_NS:-240} \
             --recipes ${TEXT_RECIPES:-deepwordbug pwws} --data "$data" \
             --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
+    host)
+        timeout "${limit:-60}" $python bench/host_ops.py --device cuda --repeats 3 --json "$out/host-ops.json" 2>&1 |
+            tee "$out/host.log" ;;
     scale)
         timeout "${limit:-540}" $python bench/scale.py --n "${SCALE_N:-64}" --batch-size "${SCALE_N:-64}" \
             --sections "${SCALE_SECTIONS:-image:auto,profile:auto,image:autoattack}" --json "$out/scale-gpu.json" 2>&1 |
