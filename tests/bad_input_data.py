@@ -80,6 +80,22 @@ def bomb_png(name: str) -> Callable[[Path], None]:
     return write(name, b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IEND", b""))
 
 
+def tiff(name: str, mode: str) -> Callable[[Path], None]:
+    """A setup writing a 64×64 TIFF of PIL mode ``mode`` (F: 32-bit floats, I: 32-bit integers,
+    LAB: a colour space PIL cannot turn into grey)."""
+    from io import BytesIO
+
+    def setup(work: Path) -> None:
+        from PIL import Image
+
+        buffer = BytesIO()
+        Image.new("RGB", (64, 64), color=(200, 100, 50)).convert("L" if mode in ("F", "I") else "RGB").convert(
+            mode).save(buffer, format="TIFF")
+        write(name, buffer.getvalue())(work)
+
+    return setup
+
+
 def jsonl(rows: list[dict]) -> str:
     return "".join(json.dumps(row) + "\n" for row in rows)
 
@@ -128,6 +144,14 @@ CASES: list[Case] = [
          write_all(png("images/test/0/a.png"), bomb_png("images/test/1/bomb.png"))),
     Case("data-image-text-as-png", image_run("hf:{tmp}/images"), "notes.png' in",
          write_all(png("images/test/0/a.png"), write("images/test/1/notes.png", "these are my notes\n"))),
+    # Pixels with no defined range (a float or 32-bit integer TIFF: 0-255? 0-1? counts?) are
+    # refused before anything runs, not clipped; a LAB TIFF cannot become the model's grey.
+    Case("data-image-float-tiff", image_run("hf:{tmp}/images"), "float.tif' in '",
+         write_all(png("images/test/0/a.png"), tiff("images/test/1/float.tif", "F"))),
+    Case("data-image-int32-tiff", image_run("hf:{tmp}/images"), "32-bit integer pixels (PIL mode I)",
+         write_all(png("images/test/0/a.png"), tiff("images/test/1/int.tif", "I"))),
+    Case("data-image-lab-tiff-for-grey", image_run("hf:{tmp}/images"), "(PIL mode LAB) that cannot be converted",
+         write_all(png("images/test/0/a.png"), tiff("images/test/1/lab.tif", "LAB"))),
     Case("data-image-class-superscript", image_run("hf:{tmp}/images"), "class '²'",
          write_all(png("images/test/0/a.png"), png("images/test/²/b.png"))),
     Case("data-image-class-only-superscript", image_run("hf:{tmp}/images"), "class '²'",

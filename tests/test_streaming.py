@@ -77,9 +77,9 @@ def test_streamed_examples_hold_no_pixels_and_decode_on_each_read(tmp_path, monk
     assert len(pickle.dumps(eval_set.examples)) < 20_000
     decodes = []
 
-    def counting(image, input_size):
+    def counting(image, input_size, name="the image"):
         decodes.append(image)
-        return conform_image(image, input_size)
+        return conform_image(image, input_size, name)
 
     conform_image = images.conform_image
     monkeypatch.setattr(images, "conform_image", counting)
@@ -167,3 +167,46 @@ def test_evaluate_on_an_image_folder_streaming_equals_eager(tmp_path, monkeypatc
     for kind in ("clean", "fgm_linf"):
         assert sorted(p.name for p in (tmp_path / "streamed" / "samples" / kind).iterdir()) == \
             sorted(p.name for p in (tmp_path / "held" / "samples" / kind).iterdir())
+
+
+@pytest.mark.parametrize("channels", [1, 3], ids=["grey-model", "rgb-model"])
+def test_sixteen_bit_grey_images_are_scaled_not_clipped(tmp_path, channels):
+    """A 16-bit grey PNG is scaled by 1/65535: PIL's own conversion to 8 bits clips it at 255,
+    which made such an image nearly white. At the model's size the 16-bit image whose values
+    are an 8-bit image's × 257 gives that image's tensor exactly; resized, within 1/255."""
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    spec = InputSpec("image", ("0", "1"), (channels, 32, 32), "model")
+    pairs = []
+    for i, size in enumerate((32, 48)):
+        pixels = (rng.random((size, size)) * 255).astype(np.uint8)
+        eight, sixteen = tmp_path / "test" / "0" / f"{i}-8.png", tmp_path / "test" / "1" / f"{i}-16.png"
+        for path in (eight, sixteen):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(pixels).save(eight)
+        Image.fromarray(pixels.astype(np.uint16) * 257).save(sixteen)
+        with Image.open(sixteen) as image:
+            assert image.mode == "I;16" and np.asarray(image.convert("L")).mean() > 250  # what clipping gave
+        pairs.append((eight, sixteen))
+    eval_set = load_eval_set(DatasetConfig(spec=str(tmp_path), split="test"), spec, seed=0)
+    by_file = {example.source.table[example.source.row]["image"]["path"]: example.input for example in eval_set.examples}
+    for index, (eight, sixteen) in enumerate(pairs):
+        low, high = by_file[str(eight)], by_file[str(sixteen)]
+        assert high.shape == (channels, 32, 32) and high.dtype == torch.float32
+        if index == 0:  # no resize: (v·257)/65535 and v/255 are the same quotient, rounded once
+            assert torch.equal(high, low)
+        else:
+            assert (high - low).abs().max() <= 1 / 255 + 1e-6
+        assert abs(float(high.mean()) - float(low.mean())) < 0.01
+
+
+def test_tensors_are_pixels_in_a_known_range():
+    from suite.data.images import conform_image
+
+    pixels = torch.arange(0, 256, dtype=torch.uint8).view(1, 16, 16)
+    assert torch.equal(conform_image(pixels, (1, 16, 16)), pixels.float() / 255)
+    with pytest.raises(DataError, match="tensor of torch.int32, whose range is unknown"):
+        conform_image(pixels.int(), (1, 16, 16))
+    with pytest.raises(DataError, match=r"pixels outside \[0, 1\] \(from 0 to 255\)"):
+        conform_image(pixels.float(), (1, 16, 16))

@@ -21,19 +21,62 @@ from suite.data.base import LazyInput
 from suite.errors import DataError
 
 
-def conform_image(image: Any, input_size: tuple[int, int, int]) -> torch.Tensor:
+#: PIL's modes of 16-bit grey pixels (PNG, TIFF). PIL's ``convert("L")`` clips them at 255
+#: instead of scaling them, which turns such an image nearly white; they are scaled instead.
+SIXTEEN_BIT = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})
+
+
+def undefined_range(image: Any) -> str | None:
+    """What makes a PIL image's pixel values unreadable as intensities, or ``None``: 32-bit
+    integers (mode ``I``, outside PNG, which stores 16 bits at most) and floats (mode ``F``)
+    come with no range (0–255? 0–1? a sensor's counts?), so the suite cannot scale them."""
+    if image.mode == "F":
+        return "32-bit float pixels (PIL mode F)"
+    if image.mode == "I" and image.format != "PNG":
+        return "32-bit integer pixels (PIL mode I)"
+    return None
+
+
+def conform_image(image: Any, input_size: tuple[int, int, int], name: str = "the image") -> torch.Tensor:
     """A PIL image or C×H×W tensor as a float tensor in [0, 1] of the model's input size.
 
-    PIL images are resized (shorter side) and centre-cropped; tensors are resized bilinearly.
-    Grey images are repeated to 3 channels and colour images averaged to 1 as the model needs.
+    PIL images are resized (shorter side) and centre-cropped; tensors (uint8 pixels, or floats
+    in [0, 1]) are resized bilinearly. Grey images are repeated to 3 channels and colour images averaged to 1 as the model needs.
+    16-bit grey images are scaled by 1/65535 (and resized in float): PIL's own conversion to 8
+    bits would clip them. Images whose pixels have no defined range (:func:`undefined_range`)
+    and modes PIL cannot convert are refused (:class:`~suite.errors.DataError` naming it as
+    ``name``).
     """
     channels, height, width = input_size
     if not isinstance(image, torch.Tensor):
+        from PIL import Image
         from torchvision.transforms import functional as F
 
-        image = image.convert("L" if channels == 1 else "RGB")
+        reason = undefined_range(image)
+        if reason is not None:
+            raise _no_range(name, reason)
+        if image.mode in SIXTEEN_BIT or image.mode == "I":  # "I" here: a 16-bit PNG
+            import numpy as np
+
+            grey = Image.fromarray(np.asarray(image, dtype=np.float32) / 65535.0)  # mode F, in [0, 1]
+            grey = F.center_crop(F.resize(grey, min(height, width), antialias=True), [height, width])
+            tensor = F.to_tensor(grey).clamp(0.0, 1.0)
+            return tensor.expand(3, -1, -1).contiguous() if channels != 1 else tensor.contiguous()
+        try:
+            image = image.convert("L" if channels == 1 else "RGB")
+        except ValueError as error:  # a mode PIL cannot convert (LAB to grey)
+            raise DataError(f"{name} has pixels (PIL mode {image.mode}) that cannot be converted to "
+                            f"{'grey' if channels == 1 else 'RGB'} ({error}): save it as an RGB PNG") from None
         image = F.center_crop(F.resize(image, min(height, width), antialias=True), [height, width])
         return F.to_tensor(image)
+    if image.dtype == torch.uint8:
+        image = image.float() / 255  # 8-bit pixels, as to_tensor scales them
+    elif not image.is_floating_point():
+        raise DataError(f"{name} is a tensor of {image.dtype}, whose range is unknown: give 8-bit (uint8) "
+                        "pixels or floats in [0, 1]")
+    elif image.numel() and (float(image.min()) < 0 or float(image.max()) > 1):
+        raise DataError(f"{name} has pixels outside [0, 1] (from {float(image.min()):g} to {float(image.max()):g}): "
+                        "give 8-bit (uint8) pixels or floats in [0, 1]")
     image = image.float()
     if image.ndim == 2:
         image = image.unsqueeze(0)
@@ -77,7 +120,7 @@ class DatasetImage(LazyInput):
                 image.load()
             except Exception as error:  # noqa: BLE001 - PIL raises many types for a bad file
                 raise _unreadable(item, self.dataset, error) from None
-            return conform_image(image, self.input_size)
+            return conform_image(image, self.input_size, _name(item, self.dataset))
         finally:
             image.close()
 
@@ -103,14 +146,27 @@ def check_image(item: dict[str, Any] | None, column: str, dataset: str) -> None:
     """
     image = open_image(item, column, dataset)
     try:
+        reason = undefined_range(image)  # the mode is in the header
+        if reason is not None:
+            raise _no_range(_name(item, dataset), reason)
         image.verify()
+    except DataError:
+        raise
     except Exception as error:  # noqa: BLE001 - PIL raises many types for a bad file
         raise _unreadable(item, dataset, error) from None
     finally:
         image.close()
 
 
+def _name(item: dict[str, Any], dataset: str) -> str:
+    """How messages name a cell's image: its file (or that it is embedded) and its dataset."""
+    return f"image {item.get('path') or '<embedded image>'!r} in {dataset!r}"
+
+
+def _no_range(name: str, reason: str) -> DataError:
+    return DataError(f"{name} has {reason}, whose range is unknown: save it as an 8- or 16-bit PNG")
+
+
 def _unreadable(item: dict[str, Any], dataset: str, error: Exception) -> DataError:
-    source = item.get("path") or "<embedded image>"
     reason = str(error).splitlines()[0] if str(error) else "corrupt"
-    return DataError(f"image {source!r} in {dataset!r} cannot be read ({type(error).__name__}: {reason})")
+    return DataError(f"{_name(item, dataset)} cannot be read ({type(error).__name__}: {reason})")
