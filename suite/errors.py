@@ -37,6 +37,12 @@ class DataError(SuiteError, ValueError):
     """A dataset that cannot be read or does not fit the model."""
 
 
+class AttackOutputError(SuiteError):
+    """An attack returned an input outside its threat model (not finite, outside [0, 1], or
+    beyond its radius): it would be counted as broken though no valid input was found. Nothing
+    of that batch is recorded."""
+
+
 class ResourceMissingError(SuiteError):
     """An offline resource (corpus, weights) that is not in the local cache."""
 

@@ -254,6 +254,10 @@ def test_api_errors_are_the_cli_lines(capsys):
     net, images, labels = _linear_net()
     with pytest.raises(SuiteError, match=r"pixels in \[0, 1\]"):
         suite.evaluate(net, (images * 255, labels), attacks=["fgm_linf"])
+    poisoned = images.clone()
+    poisoned[1, 0, 0, 0] = float("nan")  # min() and max() do not see it: NaN compares false
+    with pytest.raises(SuiteError, match="NaN or infinite"):
+        suite.evaluate(net, (poisoned, labels), attacks=["fgm_linf"])
     with pytest.raises(SuiteError, match="out of range"):
         suite.evaluate(net, (images, labels + 5), attacks=["fgm_linf"])
     with pytest.raises(ConfigError, match="model must be"):

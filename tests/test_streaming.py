@@ -210,3 +210,5 @@ def test_tensors_are_pixels_in_a_known_range():
         conform_image(pixels.int(), (1, 16, 16))
     with pytest.raises(DataError, match=r"pixels outside \[0, 1\] \(from 0 to 255\)"):
         conform_image(pixels.float(), (1, 16, 16))
+    with pytest.raises(DataError, match="NaN or infinite pixels"):
+        conform_image(torch.full((1, 16, 16), float("nan")), (1, 16, 16))

@@ -278,3 +278,132 @@ def test_printed_names_carry_no_terminal_controls(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "evil\\x1b[2J" in printed and "\\u202etxt.exe" in printed
     assert not any(char in printed for char in "\x1b\x07\u202e")
+
+
+def _register_spoiled(name: str, spoil):
+    """An FGM whose outputs ``spoil`` rewrites (what a plugin that skips its projection returns)."""
+    from dataclasses import replace
+
+    from suite.attacks.base import register_attack
+    from suite.attacks.image.fgm import FGMLinf
+
+    class Spoiled(FGMLinf):
+        def run(self, model, examples, seed):
+            return [replace(out, adversarial=spoil(out.adversarial)) for out in super().run(model, examples, seed)]
+
+    register_attack(name)(Spoiled)
+
+
+@pytest.mark.parametrize("spoil, says", [
+    (lambda adv: (adv + 0.2).clamp(0, 1), "from its example in linf, beyond the radius 0.05"),
+    (lambda adv: adv.masked_fill(torch.zeros_like(adv, dtype=torch.bool).index_fill_(0, torch.tensor([0]), True),
+                                 float("nan")), "holds NaN or infinite pixels"),
+    (lambda adv: adv - 0.01, "leaves [0, 1]"),
+    (lambda adv: adv[:, :2], "is not an image of the model's input size (1, 4, 4)"),
+], ids=["beyond-the-radius", "nan", "outside-the-box", "wrong-shape"])
+def test_an_attack_output_outside_its_threat_model_is_refused_not_counted(tmp_path, spoil, says):
+    """An adversarial image outside the threat model (beyond ε, NaN, outside [0, 1], not the
+    model's shape) would be scored, and counted as broken, though the attack found no valid
+    input. The runner checks every one before it is scored: one line naming the attack and the
+    example, and no record of the batch."""
+    import suite
+    from suite.attacks.base import ATTACKS
+    from suite.errors import AttackOutputError
+    from test_core import _linear_net
+
+    net, images, labels = _linear_net()
+    _register_spoiled("spoiled_fgm", spoil)
+    try:
+        with pytest.raises(AttackOutputError, match="attack 'spoiled_fgm' returned, for example") as caught:
+            suite.evaluate(net, (images, labels), attacks=["spoiled_fgm"], eps=0.05, output=tmp_path / "run")
+        assert says in str(caught.value)
+        records = tmp_path / "run" / "records.jsonl"
+        kinds = {json.loads(line)["kind"] for line in records.read_text().splitlines()} if records.exists() else set()
+        assert "attack" not in kinds
+    finally:
+        ATTACKS.remove("spoiled_fgm")
+
+
+def test_nan_logits_are_refused_on_clean_inputs_and_never_count_as_correct(tmp_path):
+    """A model that gives NaN logits: on clean inputs nothing fitted on them would mean anything,
+    so the run is refused in one line; on an adversarial input the row is misclassified (argmax
+    would pick the NaN, which is class 0 for a row of NaNs: a correct answer for label 0)."""
+    import suite
+    from suite.errors import ConfigError
+    from suite.evaluation.scoring import score_batch
+    from suite.attacks.base import AttackOutput
+    from suite.data.base import Example
+    from suite.models.wrap import from_module
+
+    class Gate(torch.nn.Module):
+        """Class 0 everywhere (bias), NaN logits where the first pixel is above ``threshold``."""
+
+        def __init__(self, threshold: float):
+            super().__init__()
+            self.threshold = threshold
+            self.linear = torch.nn.Linear(4, 3)
+            with torch.no_grad():
+                self.linear.weight.zero_()
+                self.linear.bias.copy_(torch.tensor([1.0, 0.0, 0.0]))
+
+        def forward(self, x):
+            out = self.linear(x.flatten(1))
+            return torch.where(x.flatten(1)[:, :1] > self.threshold, torch.full_like(out, float("nan")), out)
+
+    images = torch.full((4, 1, 2, 2), 0.2)
+    images[3, 0, 0, 0] = 0.9
+    labels = torch.zeros(4, dtype=torch.long)
+    with pytest.raises(ConfigError, match=r"gives NaN or infinite logits on 1 of 4 clean example\(s\) \(the first: '3'\)"):
+        suite.evaluate(from_module(Gate(0.5), input_size=(1, 2, 2)), (images, labels), attacks=["fgm_linf"],
+                       eps=0.05, output=tmp_path / "clean-nan")
+    model = from_module(Gate(0.5), input_size=(1, 2, 2))
+    examples = [Example(str(i), images[i], 0) for i in range(3)]
+    poisoned = images[0].clone()
+    poisoned[0, 0, 0] = 0.9  # NaN logits: argmax 0, the label
+    outputs = [AttackOutput(adversarial=poisoned, perturbation=0.7, queries=1, seconds=0.0),
+               AttackOutput(adversarial=images[1], perturbation=0.0, queries=1, seconds=0.0),
+               AttackOutput(adversarial=None, perturbation=0.0, queries=1, seconds=0.0)]
+    scores = score_batch(model, examples, outputs, [1.0] * 3)
+    assert [score["robust"] for score in scores] == [0.0, 1.0, 1.0]
+    assert scores[0]["confidence"] == 0.0
+    assert float(model.correctness(poisoned.unsqueeze(0), torch.tensor([0]))[0]) == 0.0
+
+
+def test_a_nan_gradient_takes_no_step_and_is_warned_about():
+    """Where the model's input gradient is NaN, the search steps only along its finite part: a
+    NaN step would make a NaN input, which is in no threat model. The clean-point check says
+    so, as it does of zero gradients."""
+    from suite.attacks import build_attack
+    from suite.data.base import Example
+    from suite.evaluation.checks import check_zero_gradients
+    from suite.models.wrap import from_module
+
+    class HalfNaN(torch.nn.Module):
+        """A linear model whose input gradient is NaN on the first pixel (sqrt at 0)."""
+
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            flat = x.flatten(1)
+            return self.linear(torch.cat([(flat[:, :1] - flat[:, :1].detach()).sqrt() * 0, flat[:, 1:]], dim=1)
+                               + 0 * flat)
+
+    torch.manual_seed(0)
+    model = from_module(HalfNaN(), input_size=(1, 2, 2))
+    x = torch.rand(6, 1, 2, 2, generator=torch.Generator().manual_seed(0))
+    labels = model.logits(x).argmax(dim=1)
+    examples = [Example(str(i), x[i], int(labels[i])) for i in range(6)]
+    # Under L∞ torch.sign already maps NaN to 0; an L2 step divides by the gradient's norm, NaN.
+    for attack, params in (("fgm_l2", {"eps": 0.05}), ("pgd_l2", {"eps": 0.05, "steps": 5}),
+                           ("apgd_ce", {"eps": 0.05, "steps": 5, "norm": "l2"}), ("fgm_linf", {"eps": 0.05})):
+        outputs = build_attack(attack, params).run(model, examples, 0)
+        for example, output in zip(examples, outputs):
+            assert torch.isfinite(output.adversarial).all(), attack
+            moved = (output.adversarial - example.input).flatten()
+            assert float(moved.norm() if "l2" in attack or "norm" in params else moved.abs().max()) <= 0.05 + 1e-6
+            if attack.startswith("fgm"):  # one step from the input: none on the NaN pixel
+                assert float(moved[0]) == 0.0 and bool((moved[1:] != 0).any()), attack
+    (warning,) = check_zero_gradients(model, examples)
+    assert "NaN or infinite for 6 of 6 examples" in warning

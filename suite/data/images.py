@@ -41,7 +41,8 @@ def conform_image(image: Any, input_size: tuple[int, int, int], name: str = "the
     """A PIL image or C×H×W tensor as a float tensor in [0, 1] of the model's input size.
 
     PIL images are resized (shorter side) and centre-cropped; tensors (uint8 pixels, or floats
-    in [0, 1]) are resized bilinearly. Grey images are repeated to 3 channels and colour images averaged to 1 as the model needs.
+    in [0, 1]) are resized bilinearly. Grey images are repeated to 3 channels and colour images
+    averaged to 1 as the model needs.
     16-bit grey images are scaled by 1/65535 (and resized in float): PIL's own conversion to 8
     bits would clip them. Images whose pixels have no defined range (:func:`undefined_range`)
     and modes PIL cannot convert are refused (:class:`~suite.errors.DataError` naming it as
@@ -74,6 +75,8 @@ def conform_image(image: Any, input_size: tuple[int, int, int], name: str = "the
     elif not image.is_floating_point():
         raise DataError(f"{name} is a tensor of {image.dtype}, whose range is unknown: give 8-bit (uint8) "
                         "pixels or floats in [0, 1]")
+    elif image.numel() and not bool(torch.isfinite(image).all()):
+        raise DataError(f"{name} has NaN or infinite pixels: give 8-bit (uint8) pixels or floats in [0, 1]")
     elif image.numel() and (float(image.min()) < 0 or float(image.max()) > 1):
         raise DataError(f"{name} has pixels outside [0, 1] (from {float(image.min()):g} to {float(image.max()):g}): "
                         "give 8-bit (uint8) pixels or floats in [0, 1]")

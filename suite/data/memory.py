@@ -49,6 +49,8 @@ def in_memory_eval_set(inputs: Sequence[str] | torch.Tensor, labels: Sequence[in
             raise DataError(f"{model.name!r} is a text model: pass its inputs as a list of strings")
     elif not isinstance(inputs, torch.Tensor) or inputs.ndim not in (3, 4) or not inputs.is_floating_point():
         raise DataError(f"{model.name!r} is an image model: pass its inputs as an N×C×H×W float tensor in [0, 1]")
+    elif inputs.numel() and not bool(torch.isfinite(inputs).all()):
+        raise DataError("image inputs must be pixels in [0, 1]: they hold NaN or infinite values")
     elif inputs.numel() and (float(inputs.min()) < 0 or float(inputs.max()) > 1):
         raise DataError("image inputs must be pixels in [0, 1] (the model normalises them itself)")
     if len(inputs) != len(labels):

@@ -24,7 +24,7 @@ from suite.calibration import fit_nll_temperature, optimise_temperature
 from suite.calibration.platt import fit_platt
 from suite.data.base import Example
 from suite.evaluation.prepare import AttackRun, PreparedTask
-from suite.evaluation.scoring import CleanScores, score_batch
+from suite.evaluation.scoring import CleanScores, check_outputs, score_batch
 from suite.models import Classifier
 from suite.models.ensemble import is_ensemble
 from suite.models.temperature import AffineScaled, Memoised, TemperatureScaled
@@ -139,6 +139,8 @@ def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: 
         for start in range(0, len(shard), prepared.fixed_batch_size):
             batch = shard[start : start + prepared.fixed_batch_size]
             outputs = attack.run(view, [ex for ex, _ in batch], prepared.attack_seed)
+            if searched.modality == "image":
+                check_outputs(key, attack.threat, [ex for ex, _ in batch], outputs, searched.input_size)
             robust += sum(score["robust"] for score in
                           score_batch(prepared.model, [ex for ex, _ in batch], outputs, [c for _, c in batch],
                                       pooled=searched))

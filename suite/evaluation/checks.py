@@ -42,11 +42,12 @@ def check_probabilities(logits: torch.Tensor) -> list[str]:
 
 
 def check_zero_gradients(model: Classifier, examples: Sequence[Example]) -> list[str]:
-    """Warn when the cross-entropy gradient with respect to the input is exactly zero.
+    """Warn when the cross-entropy gradient with respect to the input is exactly zero, or NaN or
+    infinite.
 
     Zero gradients (saturated softmax, non-differentiable preprocessing, an overconfident model)
     make gradient attacks report robustness that is not there (AutoAttack's
-    ``check_zero_gradients``).
+    ``check_zero_gradients``); so do NaN ones, along which no step can be taken.
     """
     if model.modality != "image" or not examples:
         return []
@@ -54,6 +55,11 @@ def check_zero_gradients(model: Classifier, examples: Sequence[Example]) -> list
     x = torch.stack([example.input for example in batch]).to(model.device, torch.float32).requires_grad_(True)
     y = torch.tensor([example.label for example in batch], device=model.device)
     (grad,) = torch.autograd.grad(cross_entropy(model.logits(x, grad=True), y).sum(), x)
+    invalid = int((~torch.isfinite(grad.flatten(1)).all(dim=1)).sum())
+    if invalid:
+        return [f"the input gradient of the cross-entropy is NaN or infinite for {invalid} of {len(batch)} examples: "
+                "gradient attacks step only along its finite part there (a NaN input is in no threat model), so "
+                "robust accuracy may be overstated; mend the model (or evaluate it in fp32)"]
     zero = int((grad.flatten(1).abs().amax(dim=1) == 0).sum())
     if zero:
         return [f"the input gradient of the cross-entropy is exactly zero for {zero} of {len(batch)} examples: "

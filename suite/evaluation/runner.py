@@ -27,7 +27,8 @@ from suite.evaluation.batching import AUTO, probe_batch_size, probes, run_in_bat
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.records import RESULTS_FILE
-from suite.evaluation.scoring import CleanScores, attack_record, clean_record, clean_scores, score_batch, stack
+from suite.evaluation.scoring import (CleanScores, attack_record, check_outputs, clean_record, clean_scores,
+                                     score_batch, stack)
 from suite.evaluation.summary import summarise
 from suite.models import Classifier
 from suite.models.ensemble import is_ensemble
@@ -156,6 +157,8 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
         # Records are appended only once the whole batch is attacked: a batch that runs out of
         # memory commits nothing, and is retried smaller (:func:`run_in_batches`).
         outputs = run.attack.run(view, batch, prepared.attack_seed)
+        if model.modality == "image":
+            check_outputs(run.key, run.attack.threat, batch, outputs, model.input_size)
         if prepared.options.log_samples and store.directory is not None:
             _save_adversarial(prepared, run, batch, outputs)
         clean = [store.get("clean", ex.id)["correct"] for ex in batch]

@@ -18,6 +18,7 @@ the threat model, so no attack makes an example more correct than it was.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,11 @@ import torch
 
 from suite.attacks.base import AttackOutput
 from suite.data.base import Example
+from suite.errors import AttackOutputError, ConfigError
 from suite.models.base import Classifier
+from suite.threat import Threat
+
+logger = logging.getLogger(__name__)
 
 #: Rows per forward pass of the clean scoring (fixed, so results never depend on the task's
 #: batch size).
@@ -36,6 +41,9 @@ SCORE_CHUNK = 64
 TIE_MARGIN = 1e-3
 #: The same on CUDA, where TF32 matmuls and convolutions round to about 1e-3.
 TIE_MARGIN_CUDA = 3e-2
+#: Slack of :func:`check_outputs`: a pixel may leave [0, 1], and a perturbation its radius, by
+#: this much (absolute) plus this fraction of the radius: float32 rounding of a projection.
+OUTPUT_SLACK = 1e-5
 #: Bumped whenever records computed by this module would change (what correctness, robust or
 #: the clean pass mean): part of a run's identity, so records of an older scoring are not resumed.
 SCORING_VERSION = 4
@@ -83,7 +91,53 @@ def clean_scores(model: Classifier, examples: Sequence[Example]) -> CleanScores:
     run_in_batches(examples, SCORE_CHUNK, score, what="clean pass", device=model.device)
     if not logits:
         return CleanScores(torch.empty(0, model.num_classes), torch.empty(0))
-    return CleanScores(torch.cat(logits), torch.cat(correct))
+    scores = CleanScores(torch.cat(logits), torch.cat(correct))
+    invalid = (~torch.isfinite(scores.logits).all(dim=1)).nonzero().flatten().tolist()
+    if invalid:  # nothing fitted on these logits (calibration, temperatures) would mean anything
+        raise ConfigError(
+            f"model {model.info.name!r} gives NaN or infinite logits on {len(invalid)} of {len(examples)} clean "
+            f"example(s) (the first: {examples[invalid[0]].id!r}): none of its scores can be trusted; check its "
+            "weights and what it expects as input")
+    return scores
+
+
+def check_outputs(attack: str, threat: Threat, examples: Sequence[Example], outputs: Sequence[AttackOutput],
+                  input_size: Sequence[int]) -> None:
+    """Refuse, in one line, an image attack's output that is no input of its threat model.
+
+    Every adversarial image must be a finite tensor of the model's input size with pixels in
+    [0, 1], and, for a pointwise threat with a radius, within that radius of its example in the
+    threat's norm (up to :data:`OUTPUT_SLACK`). An input outside would be scored, and counted as
+    broken, though the attack found no valid one: a NaN input from a NaN gradient, a plugin
+    that skips its projection. Text outputs are TextAttack's, whose constraints are the threat
+    model; a distributional threat bounds the batch's mean cost, not each example's, so only
+    the box and finiteness are checked there.
+    """
+    if threat.level is not None:
+        return
+    from suite.attacks.image.norms import COST_NORMS
+
+    ball = threat.eps is not None and not threat.distributional and threat.norm in COST_NORMS
+    for example, output in zip(examples, outputs):
+        adversarial, problem = output.adversarial, None
+        if adversarial is None:
+            continue
+        if not isinstance(adversarial, torch.Tensor) or tuple(adversarial.shape) != tuple(input_size):
+            shape = tuple(adversarial.shape) if isinstance(adversarial, torch.Tensor) else type(adversarial).__name__
+            problem = f"is not an image of the model's input size {tuple(input_size)} (it is {shape})"
+        elif not bool(torch.isfinite(adversarial).all()):
+            problem = ("holds NaN or infinite pixels (the model's input gradient may be NaN or infinite there: "
+                       "evaluate it in fp32, or mend the model)")
+        elif float(adversarial.min()) < -OUTPUT_SLACK or float(adversarial.max()) > 1 + OUTPUT_SLACK:
+            problem = f"leaves [0, 1] (pixels from {float(adversarial.min()):g} to {float(adversarial.max()):g})"
+        elif ball:
+            distance = float(COST_NORMS[threat.norm].measure(
+                (adversarial.float() - example.input.to(adversarial.device).float()).unsqueeze(0))[0])
+            if distance > threat.eps * (1 + OUTPUT_SLACK) + OUTPUT_SLACK:
+                problem = f"is {distance:g} from its example in {threat.norm}, beyond the radius {threat.eps:g}"
+        if problem is not None:
+            raise AttackOutputError(f"attack {attack!r} returned, for example {example.id!r}, an input that {problem}; "
+                                    "nothing of its batch is recorded")
 
 
 def clean_record(example: Example, logits: torch.Tensor, correct: float) -> dict[str, Any]:
@@ -101,8 +155,16 @@ def score_output(model: Classifier, example: Example, output: AttackOutput, clea
     return {
         "robust": min(correct, clean_correct),
         "prediction": int(served.argmax()),
-        "confidence": float(torch.softmax(served, dim=0).max()),
+        "confidence": confidence(served),
     }
+
+
+def confidence(logits: torch.Tensor) -> float:
+    """The largest softmax probability of one row of logits; 0 where a logit is NaN or infinite
+    (no distribution: such a row is also never correct, :meth:`Classifier.correctness`)."""
+    if not bool(torch.isfinite(logits).all()):
+        return 0.0
+    return float(torch.softmax(logits, dim=0).max())
 
 
 def score_outputs(model: Classifier, examples: Sequence[Example], outputs: Sequence[AttackOutput]) -> list[dict[str, Any]]:
@@ -149,14 +211,19 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
         top = logits.topk(2, dim=1).values
         margin = TIE_MARGIN_CUDA if model.device.type == "cuda" else TIE_MARGIN
         near = (top[:, 0] - top[:, 1]) <= margin * logits.abs().amax(dim=1).clamp_min(1.0)
+    finite = torch.isfinite(logits).all(dim=1)
+    if not bool(finite.all()):
+        logger.warning("%d adversarial input(s) of %d give NaN or infinite logits on %r: counted as misclassified",
+                       int((~finite).sum()), len(examples), model.info.name)
     scores = []
     for row, (example, output, correct) in enumerate(zip(examples, outputs, clean_correct)):
         if near[row]:
             scores.append(score_output(model, example, output, correct))
             continue
         prediction = int(logits[row].argmax())
-        scores.append({"robust": min(float(prediction == example.label), correct), "prediction": prediction,
-                       "confidence": float(torch.softmax(logits[row], dim=0).max())})
+        right = prediction == example.label and bool(finite[row])  # as Classifier.correctness
+        scores.append({"robust": min(float(right), correct), "prediction": prediction,
+                       "confidence": confidence(logits[row])})
     return scores
 
 

@@ -101,8 +101,10 @@ class Classifier(ABC):
                     logits: torch.Tensor | None = None) -> torch.Tensor:
         """Per-example correctness in [0, 1], shape N (float32, on the CPU).
 
-        For a deterministic model, 1 where ``argmax logits == label`` and 0 elsewhere. A
-        randomized model overrides this with its exact expected accuracy per example.
+        For a deterministic model, 1 where ``argmax logits == label`` and 0 elsewhere; a row with
+        a NaN or infinite logit is never correct (``argmax`` would pick the NaN: a model that
+        gives no valid output has not classified the input). A randomized model overrides this
+        with its exact expected accuracy per example.
 
         Args:
             batch: Inputs, as for :meth:`logits`.
@@ -111,7 +113,8 @@ class Classifier(ABC):
                 a randomized model ignores them).
         """
         logits = self.logits(batch) if logits is None else logits
-        return (logits.argmax(dim=1).cpu() == labels.cpu()).float()
+        finite = torch.isfinite(logits).all(dim=1).cpu()
+        return ((logits.argmax(dim=1).cpu() == labels.cpu()) & finite).float()
 
     @property
     def argmax_verdicts(self) -> bool:

@@ -256,6 +256,10 @@ class GradientAttack(Attack):
             if not grad_needed:
                 break
             (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, batch_rows or rows_total), inputs)
+            # A NaN or infinite gradient (the model's own, an fp16 overflow) would step to a NaN
+            # point, which is in no threat model: a NaN component takes no step, an infinite one
+            # the largest float's (its direction). A finite gradient is unchanged, bit for bit.
+            grad = grad.nan_to_num()
             rows, points = live, inputs.detach()
             if mode.stop_on_success:
                 moving = moving_rows(~done_host.get()[groups_host[live_rows.host]], x.device)
