@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.collector import long_lived_frozen
+from suite.data.base import Example, LazyInput
 from suite.evaluation.adversary import adversary_temperatures, same_search, search_model, temperature_of, view_for
 from suite.evaluation.batching import AUTO, probe_batch_size, probes, run_in_batches
 from suite.evaluation.checks import run_checks
@@ -156,6 +157,9 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
     def attack_batch(batch: list) -> None:
         # Records are appended only once the whole batch is attacked: a batch that runs out of
         # memory commits nothing, and is retried smaller (:func:`run_in_batches`).
+        # A streamed image is decoded once for the attack, the check of its output and its
+        # scoring, not by each: the batch holds its pixels (and only its) until it is recorded.
+        batch = [Example(ex.id, ex.input, ex.label) if isinstance(ex.source, LazyInput) else ex for ex in batch]
         outputs = run.attack.run(view, batch, prepared.attack_seed)
         if model.modality == "image":
             check_outputs(run.key, run.attack.threat, batch, outputs, model.input_size)
