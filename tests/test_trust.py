@@ -299,8 +299,9 @@ def _register_spoiled(name: str, spoil):
     (lambda adv: adv.masked_fill(torch.zeros_like(adv, dtype=torch.bool).index_fill_(0, torch.tensor([0]), True),
                                  float("nan")), "holds NaN or infinite pixels"),
     (lambda adv: adv - 0.01, "leaves [0, 1]"),
-    (lambda adv: adv[:, :2], "is not an image of the model's input size (1, 4, 4)"),
-], ids=["beyond-the-radius", "nan", "outside-the-box", "wrong-shape"])
+    (lambda adv: adv[:, :2], "is not an image of the model's input size (1, 4, 4) (it is (1, 2, 4))"),
+    (lambda adv: (adv * 255).to(torch.uint8), "is not a float image tensor (it is torch.uint8)"),
+], ids=["beyond-the-radius", "nan", "outside-the-box", "wrong-shape", "uint8"])
 def test_an_attack_output_outside_its_threat_model_is_refused_not_counted(tmp_path, spoil, says):
     """An adversarial image outside the threat model (beyond ε, NaN, outside [0, 1], not the
     model's shape) would be scored, and counted as broken, though the attack found no valid

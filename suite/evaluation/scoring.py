@@ -102,7 +102,7 @@ def clean_scores(model: Classifier, examples: Sequence[Example]) -> CleanScores:
 
 
 def check_outputs(attack: str, threat: Threat, examples: Sequence[Example], outputs: Sequence[AttackOutput],
-                  input_size: Sequence[int]) -> None:
+                  input_size: Sequence[int] | None) -> None:
     """Refuse, in one line, an image attack's output that is no input of its threat model.
 
     Every adversarial image must be a finite tensor of the model's input size with pixels in
@@ -122,9 +122,11 @@ def check_outputs(attack: str, threat: Threat, examples: Sequence[Example], outp
         adversarial, problem = output.adversarial, None
         if adversarial is None:
             continue
-        if not isinstance(adversarial, torch.Tensor) or tuple(adversarial.shape) != tuple(input_size):
-            shape = tuple(adversarial.shape) if isinstance(adversarial, torch.Tensor) else type(adversarial).__name__
-            problem = f"is not an image of the model's input size {tuple(input_size)} (it is {shape})"
+        if not isinstance(adversarial, torch.Tensor) or not adversarial.is_floating_point():
+            kind = adversarial.dtype if isinstance(adversarial, torch.Tensor) else type(adversarial).__name__
+            problem = f"is not a float image tensor (it is {kind})"
+        elif input_size is not None and tuple(adversarial.shape) != tuple(input_size):
+            problem = f"is not an image of the model's input size {tuple(input_size)} (it is {tuple(adversarial.shape)})"
         elif not bool(torch.isfinite(adversarial).all()):
             problem = ("holds NaN or infinite pixels (the model's input gradient may be NaN or infinite there: "
                        "evaluate it in fp32, or mend the model)")
