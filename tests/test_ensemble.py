@@ -242,3 +242,17 @@ def test_square_can_query_the_ensemble_as_deployed():
     draws = [int(view.logits(disputed).argmax()) for _ in range(50)]
     assert 0 < sum(draws) < 50  # identical queries get different answers...
     assert float(view.correctness(disputed, torch.tensor([1]))) == pytest.approx(0.5)  # ...scored exactly
+
+
+def test_a_member_giving_nan_logits_is_never_right():
+    """A member whose logits are NaN gives no answer: argmax would pick the NaN (class 0 for a
+    row of NaNs), which would count as right for label 0. Its probability is not counted."""
+
+    class NaNs(nn.Module):
+        def forward(self, x):
+            return torch.full((len(x), 2), float("nan"))
+
+    model = ensemble([Affine([[0.0, 0.0], [0.0, 0.0]], [1.0, 0.0]), NaNs()], [0.7, 0.3])  # member 1 says class 0
+    x = CENTRE.view(1, 1, 1, 2)
+    assert float(model.correctness(x, torch.tensor([0]))[0]) == pytest.approx(0.7)
+    assert float(model.correctness(x, torch.tensor([1]))[0]) == 0.0

@@ -173,12 +173,14 @@ def is_ensemble(model: Classifier) -> bool:
 
 def expected_accuracy(member_logits: torch.Tensor, labels: torch.Tensor, alphas: Sequence[float],
                       members: Sequence[int]) -> torch.Tensor:
-    """Σ_i α_i · 1{argmax f_i = y} per example, float32 on the CPU (summed in float64).
+    """Σ_i α_i · 1{argmax f_i = y} per example, float32 on the CPU (summed in float64). A member
+    whose row holds a NaN or infinite logit is not right on it (as :meth:`Classifier.correctness`).
 
     Args:
         member_logits: M×N×C logits of ``members`` (indices into ``alphas``), in that order.
     """
-    right = (member_logits.argmax(dim=-1).cpu() == labels.cpu().view(1, -1)).double()
+    finite = torch.isfinite(member_logits).all(dim=-1).cpu()
+    right = ((member_logits.argmax(dim=-1).cpu() == labels.cpu().view(1, -1)) & finite).double()
     weights = torch.tensor([alphas[index] for index in members], dtype=torch.float64).view(-1, 1)
     return (weights * right).sum(dim=0).float()
 
