@@ -354,7 +354,8 @@ def test_nan_logits_are_refused_on_clean_inputs_and_never_count_as_correct(tmp_p
     images = torch.full((4, 1, 2, 2), 0.2)
     images[3, 0, 0, 0] = 0.9
     labels = torch.zeros(4, dtype=torch.long)
-    with pytest.raises(ConfigError, match=r"gives NaN or infinite logits on 1 of 4 clean example\(s\) \(the first: '3'\)"):
+    with pytest.raises(ConfigError, match=r"gives no valid logits \(a NaN, or an infinite largest logit\) on 1 of 4 "
+                                          r"clean example\(s\) \(the first: '3'\)"):
         suite.evaluate(from_module(Gate(0.5), input_size=(1, 2, 2)), (images, labels), attacks=["fgm_linf"],
                        eps=0.05, output=tmp_path / "clean-nan")
     model = from_module(Gate(0.5), input_size=(1, 2, 2))
@@ -368,6 +369,12 @@ def test_nan_logits_are_refused_on_clean_inputs_and_never_count_as_correct(tmp_p
     assert [score["robust"] for score in scores] == [0.0, 1.0, 1.0]
     assert scores[0]["confidence"] == 0.0
     assert float(model.correctness(poisoned.unsqueeze(0), torch.tensor([0]))[0]) == 0.0
+    # A −inf beside finite logits is a class ruled out, an answer; a +inf, or every logit −inf, is none.
+    from suite.models.base import answered
+
+    rows = torch.tensor([[0.0, -float("inf"), 1.0], [float("inf"), 0.0, 0.0], [-float("inf")] * 3,
+                         [float("nan"), 5.0, 0.0], [2.0, 1.0, 0.0]])
+    assert answered(rows).tolist() == [True, False, False, False, True]
 
 
 def test_a_nan_gradient_takes_no_step_and_is_warned_about():

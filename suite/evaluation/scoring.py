@@ -28,7 +28,7 @@ import torch
 from suite.attacks.base import AttackOutput
 from suite.data.base import Example
 from suite.errors import AttackOutputError, ConfigError
-from suite.models.base import Classifier
+from suite.models.base import Classifier, answered
 from suite.threat import Threat
 
 logger = logging.getLogger(__name__)
@@ -92,12 +92,12 @@ def clean_scores(model: Classifier, examples: Sequence[Example]) -> CleanScores:
     if not logits:
         return CleanScores(torch.empty(0, model.num_classes), torch.empty(0))
     scores = CleanScores(torch.cat(logits), torch.cat(correct))
-    invalid = (~torch.isfinite(scores.logits).all(dim=1)).nonzero().flatten().tolist()
+    invalid = (~answered(scores.logits)).nonzero().flatten().tolist()
     if invalid:  # nothing fitted on these logits (calibration, temperatures) would mean anything
         raise ConfigError(
-            f"model {model.info.name!r} gives NaN or infinite logits on {len(invalid)} of {len(examples)} clean "
-            f"example(s) (the first: {examples[invalid[0]].id!r}): none of its scores can be trusted; check its "
-            "weights and what it expects as input")
+            f"model {model.info.name!r} gives no valid logits (a NaN, or an infinite largest logit) on {len(invalid)} "
+            f"of {len(examples)} clean example(s) (the first: {examples[invalid[0]].id!r}): none of its scores can "
+            "be trusted; check its weights and what it expects as input")
     return scores
 
 
@@ -162,9 +162,9 @@ def score_output(model: Classifier, example: Example, output: AttackOutput, clea
 
 
 def confidence(logits: torch.Tensor) -> float:
-    """The largest softmax probability of one row of logits; 0 where a logit is NaN or infinite
-    (no distribution: such a row is also never correct, :meth:`Classifier.correctness`)."""
-    if not bool(torch.isfinite(logits).all()):
+    """The largest softmax probability of one row of logits; 0 where the row gives no answer
+    (:func:`~suite.models.base.answered`: no distribution, and never correct)."""
+    if not bool(answered(logits)):
         return 0.0
     return float(torch.softmax(logits, dim=0).max())
 
@@ -213,10 +213,10 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
         top = logits.topk(2, dim=1).values
         margin = TIE_MARGIN_CUDA if model.device.type == "cuda" else TIE_MARGIN
         near = (top[:, 0] - top[:, 1]) <= margin * logits.abs().amax(dim=1).clamp_min(1.0)
-    finite = torch.isfinite(logits).all(dim=1)
+    finite = answered(logits)
     if not bool(finite.all()):
-        logger.warning("%d adversarial input(s) of %d give NaN or infinite logits on %r: counted as misclassified",
-                       int((~finite).sum()), len(examples), model.info.name)
+        logger.warning("%d adversarial input(s) of %d give no valid logits (a NaN, or an infinite largest logit) on "
+                       "%r: counted as misclassified", int((~finite).sum()), len(examples), model.info.name)
     scores = []
     for row, (example, output, correct) in enumerate(zip(examples, outputs, clean_correct)):
         if near[row]:

@@ -30,6 +30,14 @@ from suite.threat import Threat
 Modality = Literal["text", "image"]
 
 
+def answered(logits: torch.Tensor) -> torch.Tensor:
+    """Per row (the last dimension holds the classes), whether the logits give an answer: their
+    largest value is finite. A NaN anywhere (``amax`` propagates it), a +inf, or every logit
+    −inf leaves no class chosen (``argmax`` would pick the NaN, the first +inf, or class 0) and
+    no softmax; a −inf beside finite logits is a class ruled out, and is an answer."""
+    return torch.isfinite(logits.amax(dim=-1))
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """Identity of a loaded model, as recorded in results.
@@ -101,10 +109,10 @@ class Classifier(ABC):
                     logits: torch.Tensor | None = None) -> torch.Tensor:
         """Per-example correctness in [0, 1], shape N (float32, on the CPU).
 
-        For a deterministic model, 1 where ``argmax logits == label`` and 0 elsewhere; a row with
-        a NaN or infinite logit is never correct (``argmax`` would pick the NaN: a model that
-        gives no valid output has not classified the input). A randomized model overrides this
-        with its exact expected accuracy per example.
+        For a deterministic model, 1 where ``argmax logits == label`` and 0 elsewhere; a row that
+        gives no answer (:func:`answered`: a NaN, a +inf) is never correct, since ``argmax``
+        would pick the NaN. A randomized model overrides this with its exact expected accuracy
+        per example.
 
         Args:
             batch: Inputs, as for :meth:`logits`.
@@ -113,8 +121,7 @@ class Classifier(ABC):
                 a randomized model ignores them).
         """
         logits = self.logits(batch) if logits is None else logits
-        finite = torch.isfinite(logits).all(dim=1).cpu()
-        return ((logits.argmax(dim=1).cpu() == labels.cpu()) & finite).float()
+        return ((logits.argmax(dim=1).cpu() == labels.cpu()) & answered(logits).cpu()).float()
 
     @property
     def argmax_verdicts(self) -> bool:

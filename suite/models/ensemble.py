@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from suite.errors import ConfigError
-from suite.models.base import Classifier, ModelInfo
+from suite.models.base import Classifier, ModelInfo, answered
 from suite.threat import Threat
 
 #: How far the probabilities may sum from 1.
@@ -174,13 +174,13 @@ def is_ensemble(model: Classifier) -> bool:
 def expected_accuracy(member_logits: torch.Tensor, labels: torch.Tensor, alphas: Sequence[float],
                       members: Sequence[int]) -> torch.Tensor:
     """Σ_i α_i · 1{argmax f_i = y} per example, float32 on the CPU (summed in float64). A member
-    whose row holds a NaN or infinite logit is not right on it (as :meth:`Classifier.correctness`).
+    whose row gives no answer (:func:`~suite.models.base.answered`: a NaN, a +inf) is not right
+    on it, as in :meth:`Classifier.correctness`.
 
     Args:
         member_logits: M×N×C logits of ``members`` (indices into ``alphas``), in that order.
     """
-    finite = torch.isfinite(member_logits).all(dim=-1).cpu()
-    right = ((member_logits.argmax(dim=-1).cpu() == labels.cpu().view(1, -1)) & finite).double()
+    right = ((member_logits.argmax(dim=-1).cpu() == labels.cpu().view(1, -1)) & answered(member_logits).cpu()).double()
     weights = torch.tensor([alphas[index] for index in members], dtype=torch.float64).view(-1, 1)
     return (weights * right).sum(dim=0).float()
 
