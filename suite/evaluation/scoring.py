@@ -46,7 +46,8 @@ TIE_MARGIN_CUDA = 3e-2
 OUTPUT_SLACK = 1e-5
 #: Bumped whenever records computed by this module would change (what correctness, robust or
 #: the clean pass mean): part of a run's identity, so records of an older scoring are not resumed.
-SCORING_VERSION = 4
+#: 5: a row of logits that gives no answer (a NaN, a +inf) is never correct.
+SCORING_VERSION = 5
 
 
 @dataclass(frozen=True)
