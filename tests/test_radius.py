@@ -208,3 +208,22 @@ def test_results_and_the_leaderboard_say_what_a_model_was_trained_for(tmp_path):
     board, added, _ = leaderboard.add([tmp_path / "run" / "results.json"], tmp_path / "board" / "leaderboard.json")
     assert added == 1 and board.entries[0].trained_for == "linf eps=0.15"
     assert leaderboard.rows(board)[0]["trained for"] == "linf eps=0.15"
+
+
+def test_a_ball_that_holds_every_image_is_warned_about(tmp_path):
+    """Radii are in [0, 1] pixel units: L∞ ε ≥ 1 (L2 ε ≥ √d) admits every image, so robust
+    accuracy there only says whether the model can be fooled at all. The usual cause is a
+    radius in 0-255 levels (``--eps 8``); the warning says what 8/255 is. Not refused: a run
+    at ε = 1 is a legitimate sanity check."""
+    from suite.evaluation.radius import vacuous_radius
+
+    warned = vacuous_radius("auto", Threat(norm="linf", eps=8.0), (1, 8, 8))
+    assert "linf eps=8 admits every image in [0, 1]" in warned and "8/255 = 0.03137" in warned
+    assert vacuous_radius("auto", Threat(norm="linf", eps=0.5), (1, 8, 8)) is None
+    assert vacuous_radius("pgd_l2", Threat(norm="l2", eps=8.0), (1, 8, 8)) is not None  # √64 = 8, the diagonal
+    assert vacuous_radius("pgd_l2", Threat(norm="l2", eps=7.9), (1, 8, 8)) is None
+    assert vacuous_radius("pwws", Threat(level="word"), None) is None
+    assert vacuous_radius("wda", Threat(norm="l2", eps=100.0, p=1.0), (1, 8, 8)) is None  # a Wasserstein budget
+    results = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks=["fgm_linf"], eps=8, n=2,
+                             output=tmp_path / "run")
+    assert any("fgm_linf: linf eps=8 admits every image" in warning for warning in results.warnings)

@@ -32,7 +32,7 @@ from suite.evaluation.recipe import (
     AdversaryConfig,
     TaskConfig,
 )
-from suite.evaluation.radius import Radius, resolve_radius
+from suite.evaluation.radius import Radius, resolve_radius, vacuous_radius
 from suite.evaluation.records import RecordStore
 from suite.evaluation.scoring import SCORING_VERSION
 from suite.models import Classifier, load_model
@@ -161,6 +161,11 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     if radius is not None and radius.source == "attack defaults":
         notes.append(radius.detail)
         logger.warning("%s: %s", task.name, radius.detail)
+    for key, attack in attacks.items():
+        vacuous = vacuous_radius(key, attack.threat, model.input_size) if model.modality == "image" else None
+        if vacuous is not None:
+            notes.append(vacuous)
+            logger.warning("%s: %s", task.name, vacuous)
     opt_attack = None
     if "opt" in adversary.kinds and adversary.opt_attack is not None:
         opt_attack = (adversary.opt_attack.key, build_attack(adversary.opt_attack.name, adversary.opt_attack.params))

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import torch
+
 from suite.attacks import ATTACKS, build_attack
 from suite.errors import ConfigError
 from suite.evaluation.recipe import AttackConfig, TaskConfig
@@ -154,6 +156,30 @@ def _expand(configs: list[AttackConfig], rows: list[int], radii: list[float],
             out.append(copy)
             threats.append(f"{copy.key}: {_threat(copy).label}")
     return out, tuple(threats)
+
+
+def vacuous_radius(key: str, threat: Threat, input_size: tuple[int, ...] | None) -> str | None:
+    """A warning when a point-wise ball holds every image in [0, 1]^d, or ``None``.
+
+    Radii are in [0, 1] pixel units, so L∞ ε ≥ 1 (or L2 ε ≥ √d, the box's diagonal) lets the
+    attack pick any image at all: its robust accuracy only says whether the model can be made
+    to misclassify anything, a sanity check, not a robustness number. The usual cause is a
+    radius in 0–255 levels (``--eps 8`` for 8/255). Not refused, since such a sanity check is
+    a legitimate run.
+    """
+    if threat.level is not None or threat.distributional or threat.eps is None:
+        return None
+    if threat.norm == "linf":
+        whole = 1.0
+    elif threat.norm == "l2" and input_size is not None:
+        whole = float(torch.tensor(input_size).prod()) ** 0.5
+    else:
+        return None
+    if threat.eps < whole:
+        return None
+    levels = f" ({threat.eps:g}/255 = {threat.eps / 255:.4g} if 0-255 levels were meant)" if threat.eps <= 255 else ""
+    return (f"{key}: {threat.label} admits every image in [0, 1], so its robust accuracy says only whether the "
+            f"model can be made to misclassify at all: radii are in [0, 1] pixel units{levels}")
 
 
 def _detail(source: str, threats: tuple[str, ...], model: Classifier, declared: Threat | None) -> str:
