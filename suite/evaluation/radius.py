@@ -18,10 +18,9 @@ Wasserstein budget, not a ball: only a requested ``eps`` applies to them, never 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
-
-import torch
 
 from suite.attacks import ATTACKS, build_attack
 from suite.errors import ConfigError
@@ -172,7 +171,7 @@ def vacuous_radius(key: str, threat: Threat, input_size: tuple[int, ...] | None)
     if threat.norm == "linf":
         whole = 1.0
     elif threat.norm == "l2" and input_size is not None:
-        whole = float(torch.tensor(input_size).prod()) ** 0.5
+        whole = math.prod(input_size) ** 0.5
     else:
         return None
     if threat.eps < whole:
