@@ -256,3 +256,22 @@ def test_a_member_giving_nan_logits_is_never_right():
     x = CENTRE.view(1, 1, 1, 2)
     assert float(model.correctness(x, torch.tensor([0]))[0]) == pytest.approx(0.7)
     assert float(model.correctness(x, torch.tensor([1]))[0]) == 0.0
+
+
+@pytest.mark.parametrize("attack", ["apgd_rec", "arc"])
+def test_a_member_with_a_nan_gradient_never_makes_a_nan_input(attack):
+    """A member whose input gradient is NaN on one coordinate (an L2 step divides by the
+    gradient's norm, and ARC by its dual norm): the REC searches step along the finite part,
+    as the shared image search does, so every adversarial input stays finite and in the ball."""
+
+    class NaNGradient(Affine):
+        def forward(self, x):
+            flat = x.flatten(1)
+            return super().forward(x) + (flat[:, :1] - flat[:, :1].detach()).sqrt() * 0
+
+    model = ensemble([NaNGradient([[0.0, 0.0], [1.0, 1.0]], [0.0, 0.05]), binary((-1, 2), 0.05)], [0.7, 0.3])
+    examples = [Example(i, (CENTRE + 0.01 * torch.tensor([i % 3, i % 2])).view(1, 1, 2), 1) for i in range(4)]
+    params = {"eps": 0.1, "norm": "l2", **({"steps": 10} if attack == "apgd_rec" else {})}
+    for example, output in zip(examples, build_attack(attack, params).run(model, examples, 0)):
+        assert torch.isfinite(output.adversarial).all()
+        assert float((output.adversarial - example.input).norm()) <= 0.1 + 1e-6

@@ -256,3 +256,29 @@ def test_wda_moved_mass_leaves_out_the_misclassified():
     details = build_attack("wda", {"eps": 0.1, "kappa": 2.0}).aggregate(clean, records)
     assert details["moved_mass"] == pytest.approx(0.5 * 3 / 4)  # 1/κ of the three attacked points
     assert details["accuracy"] == pytest.approx(0.5 * 3 / 4)  # (1 − 1/κ)·clean + (1/κ)·0
+
+
+@pytest.mark.parametrize("name", ["wda", "wda_pp"])
+def test_a_nan_input_gradient_never_makes_a_nan_point(name):
+    """Where the model's input gradient is NaN (here on one pixel), the L2 step (which divides by
+    the gradient's norm) moves along its finite part, as the shared image search does: every
+    point stays finite and in the box."""
+
+    class NaNGradient(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(4, 3)
+
+        def forward(self, x):
+            flat = x.flatten(1)
+            return self.linear(flat) + (flat[:, :1] - flat[:, :1].detach()).sqrt() * 0
+
+    torch.manual_seed(0)
+    model = from_module(NaNGradient(), input_size=(1, 2, 2))
+    x = torch.rand(6, 1, 2, 2, generator=torch.Generator().manual_seed(1))
+    labels = model.logits(x).argmax(dim=1)
+    examples = [Example(str(i), x[i], int(labels[i])) for i in range(6)]
+    params = {"norm": "l2", "eps": 0.2, **({"maxiter": 4, "probe": 2} if name == "wda" else {"maxiter": 20})}
+    for output in build_attack(name, params).run(model, examples, seed=0):
+        assert torch.isfinite(output.adversarial).all()
+        assert 0 <= float(output.adversarial.min()) and float(output.adversarial.max()) <= 1

@@ -160,7 +160,7 @@ class ARC(RECAttack):
         other = others.reshape(-1)
         h = row_logits.gather(1, own.view(-1, 1)).squeeze(1) - row_logits.gather(1, other.view(-1, 1)).squeeze(1)
         (w,) = torch.autograd.grad(h.sum(), rows)
-        w = w.float()
+        w = w.float().nan_to_num()  # a NaN direction would be a NaN point (as in GradientAttack._search)
         zeta = h.detach().abs() / _dual_norm(w, self._dual).clamp_min(1e-12)
         zeta = zeta.view(n, count)
         nearest = zeta.argmin(dim=1)

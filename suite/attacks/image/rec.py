@@ -148,6 +148,7 @@ class RECAttack(NormChoiceAttack):
                 if not grad_needed:
                     break
                 (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, n), inputs)
+                grad = grad.nan_to_num()  # a NaN step would be a NaN point (as in GradientAttack._search)
                 index, points = live, inputs.detach()
                 moving = moving_rows(~done_host.get()[live_rows.host], x.device)
                 if moving is not None:

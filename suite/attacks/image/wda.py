@@ -100,6 +100,7 @@ class _Distributional(NormChoiceAttack):
             logits = model.logits(rows, grad=True).float()
         gap = logits.gather(1, targets.view(-1, 1)).squeeze(1) - logits.gather(1, labels.view(-1, 1)).squeeze(1)
         (grad,) = torch.autograd.grad(reduce_loss(gap, self.reduction, len(rows)), rows)
+        grad = grad.nan_to_num()  # a NaN step would be a NaN point (as in GradientAttack._search)
         moved = rows.detach() + self.geometry.step(grad.float(), self.step_size)
         if origin is None:
             candidates = moved.clamp(0.0, 1.0)
