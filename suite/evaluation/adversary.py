@@ -138,12 +138,11 @@ def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: 
         shard = processes.shard(targets)
         for start in range(0, len(shard), prepared.fixed_batch_size):
             batch = shard[start : start + prepared.fixed_batch_size]
-            outputs = attack.run(view, [ex for ex, _ in batch], prepared.attack_seed)
-            if searched.modality == "image":
-                check_outputs(key, attack.threat, [ex for ex, _ in batch], outputs, searched.input_size)
+            examples = [ex for ex, _ in batch]
+            outputs = attack.run(view, examples, prepared.attack_seed)
+            check_outputs(key, attack.threat, searched, examples, outputs)
             robust += sum(score["robust"] for score in
-                          score_batch(prepared.model, [ex for ex, _ in batch], outputs, [c for _, c in batch],
-                                      pooled=searched))
+                          score_batch(prepared.model, examples, outputs, [c for _, c in batch], pooled=searched))
         # Every process gets the same total, so all follow the same Brent path.
         q = processes.sum(robust) / len(pool)
         logger.info("%s: opt %s: T=%.4g Q=%.3f", prepared.name, key, temperature, q)

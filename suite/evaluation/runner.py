@@ -161,8 +161,7 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
         # scoring, not by each: the batch holds its pixels (and only its) until it is recorded.
         batch = [Example(ex.id, ex.input, ex.label) if isinstance(ex.source, LazyInput) else ex for ex in batch]
         outputs = run.attack.run(view, batch, prepared.attack_seed)
-        if model.modality == "image":
-            check_outputs(run.key, run.attack.threat, batch, outputs, model.input_size)
+        check_outputs(run.key, run.attack.threat, model, batch, outputs)
         if prepared.options.log_samples and store.directory is not None:
             _save_adversarial(prepared, run, batch, outputs)
         clean = [store.get("clean", ex.id)["correct"] for ex in batch]

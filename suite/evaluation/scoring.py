@@ -102,8 +102,8 @@ def clean_scores(model: Classifier, examples: Sequence[Example]) -> CleanScores:
     return scores
 
 
-def check_outputs(attack: str, threat: Threat, examples: Sequence[Example], outputs: Sequence[AttackOutput],
-                  input_size: Sequence[int] | None) -> None:
+def check_outputs(attack: str, threat: Threat, model: Classifier, examples: Sequence[Example],
+                  outputs: Sequence[AttackOutput]) -> None:
     """Refuse, in one line, an image attack's output that is no input of its threat model.
 
     Every adversarial image must be a finite tensor of the model's input size with pixels in
@@ -114,8 +114,9 @@ def check_outputs(attack: str, threat: Threat, examples: Sequence[Example], outp
     model; a distributional threat bounds the batch's mean cost, not each example's, so only
     the box and finiteness are checked there.
     """
-    if threat.level is not None:
+    if model.modality != "image" or threat.level is not None:
         return
+    input_size = model.input_size
     from suite.attacks.image.norms import COST_NORMS
 
     ball = threat.eps is not None and not threat.distributional and threat.norm in COST_NORMS
