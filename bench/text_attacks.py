@@ -30,8 +30,9 @@ With ``--speed``, throughput instead: a 2-layer word-level BERT (hidden 256) tra
 split; for each ``--ns`` and recipe, the first n held-out sentences it classifies correctly (the
 test split's, then the validation split's) are attacked by ``suite.evaluate`` and by a plain
 TextAttack loop (``HuggingFaceModelWrapper``, ``Attack.attack`` per example, seeded per example as
-the suite seeds it), each in a fresh process. It reports the end-to-end ratio (process start to
-exit, imports, loading, scoring and writing included), the attack-loop ratio, the examples with the
+the suite seeds it), each in a fresh process, and by the ``advsuite evaluate`` command (both suite
+sides read the sentences from the same JSONL file, as a user would). It reports the end-to-end
+ratio (process start to exit, imports, loading, scoring and writing included), the attack-loop ratio, the examples with the
 same perturbed text and outcome, the model's forward passes and rows on each side, and each side's
 seconds in model calls (``model_seconds``: tokenising, passes, logits back on the host; the rest of
 a loop is the searches' own work; the suite's include its clean pass, which answers each search's
@@ -170,6 +171,9 @@ def versus_textattack(model_dir: Path, data: Path, n: int, recipe: str) -> dict:
 # The suite and a plain TextAttack loop, each in a fresh process, on the same model and examples.
 
 SPEED_RECIPES = ("deepwordbug", "pwws")
+#: plain: a TextAttack loop in a script; suite: ``suite.evaluate`` in a script; command: the
+#: ``advsuite evaluate`` console script (which also skips the collector's scans at exit).
+SPEED_SIDES = ("plain", "suite", "command")
 
 
 #: --speed's models: directory name, description, training shape and rate.
@@ -242,39 +246,59 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
     if accuracy < 0.6:
         print("warning: the model is barely better than chance; its searches are not typical of a trained model",
               flush=True)
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+
+    def seen_alike(a: list, b: list) -> bool:
+        """Two searches' results (perturbed text, success) that the model cannot tell apart: the
+        same outcome, and texts with the same token ids (a tie TextAttack's batch rounding breaks)."""
+        return a == b or (a[1] == b[1] and None not in (a[0], b[0])
+                          and tokenizer(a[0])["input_ids"] == tokenizer(b[0])["input_ids"])
+
     for n in args.ns:
         chosen = correct[:n]
         if len(chosen) < n:
             print(f"note: only {len(chosen)} held-out sentences are classified correctly: n = {len(chosen)}, not {n}",
                   flush=True)
-        examples = workdir / f"examples-{n}.json"
-        examples.write_text(json.dumps({"texts": [texts[i] for i in chosen], "labels": [labels[i] for i in chosen]}))
+        # The examples as a JSONL file of text and label, which both suite sides read as a user
+        # would (dataset hf:<file>, split train: example ids train-<row>, which seed each search).
+        examples = workdir / f"examples-{n}.jsonl"
+        examples.write_text("".join(json.dumps({"text": texts[i], "label": labels[i]}) + "\n" for i in chosen))
         for recipe in args.recipes:
-            # Each side --repeats times, alternating (plain, suite, plain, ...); the median wall and
-            # loop times per side: this machine's timings drift by 20 % and more between runs.
+            # Each side --repeats times, alternating (plain, suite, command, plain, ...); the median
+            # wall and loop times per side: this machine's timings drift by 20 % and more between runs.
             runs = [{side: _speed_child(side, recipe, examples, model_dir, workdir, device, args.plain_batch_size)
-                     for side in ("plain", "suite")}
+                     for side in SPEED_SIDES}
                     for _ in range(args.repeats)]
             sides = {side: {**runs[0][side], **{key: statistics.median(run[side][key] for run in runs)
-                                                for key in ("wall", "loop", "model_seconds")},
+                                                for key in ("wall", "loop", "model_seconds")
+                                                if runs[0][side].get(key) is not None},
                             "walls": [run[side]["wall"] for run in runs]}
-                     for side in ("plain", "suite")}
-            plain, ours = sides["plain"], sides["suite"]
-            for side in ("plain", "suite"):
+                     for side in SPEED_SIDES}
+            plain, ours, command = sides["plain"], sides["suite"], sides["command"]
+            for side in SPEED_SIDES:
                 if any(run[side]["examples"] != runs[0][side]["examples"] for run in runs):
                     print(f"{recipe} n={len(chosen)}: {side}'s runs found different examples", flush=True)
             same = sum(a == b for a, b in zip(plain["examples"], ours["examples"]))
+            command_same = sum(a == b for a, b in zip(plain["examples"], command["examples"]))
             row = {"recipe": recipe, "n": len(chosen), "identical_examples": same,
+                   # the same outcome and the same token ids: texts the model cannot tell apart
+                   "identical_to_the_model": sum(map(seen_alike, plain["examples"], ours["examples"])),
                    "end_to_end_ratio": plain["wall"] / ours["wall"], "loop_ratio": plain["loop"] / ours["loop"],
-                   **{f"{side}_{key}": value[key] for side, value in sides.items()
+                   "command_identical_examples": command_same, "command_end_to_end_ratio": plain["wall"] / command["wall"],
+                   "command_loop_ratio": plain["loop"] / command["loop"],
+                   **{f"{side}_{key}": value.get(key) for side, value in sides.items()
                       for key in ("wall", "loop", "model_seconds", "passes", "rows", "successes", "walls", "phases")}}
             report["rows"].append(row)
             if args.json:  # after every comparison: a run cut short keeps what it measured
                 args.json.write_text(json.dumps(report, indent=2) + "\n")
             print(f"{recipe} n={row['n']}: end to end x{row['end_to_end_ratio']:.2f} ({plain['wall']:.1f} s -> "
                   f"{ours['wall']:.1f} s), loop x{row['loop_ratio']:.2f} ({plain['loop']:.1f} s -> {ours['loop']:.1f} s), "
-                  f"identical {same}/{row['n']}, passes {plain['passes']} -> {ours['passes']}, rows {plain['rows']} -> "
-                  f"{ours['rows']}, model calls {plain['model_seconds']:.1f} s -> {ours['model_seconds']:.1f} s", flush=True)
+                  f"identical {same}/{row['n']} ({row['identical_to_the_model']} to the model), passes {plain['passes']} -> {ours['passes']}, rows {plain['rows']} -> "
+                  f"{ours['rows']}, model calls {plain['model_seconds']:.1f} s -> {ours['model_seconds']:.1f} s; "
+                  f"advsuite evaluate: end to end x{row['command_end_to_end_ratio']:.2f} ({command['wall']:.1f} s), "
+                  f"loop x{row['command_loop_ratio']:.2f}, identical {command_same}/{row['n']}", flush=True)
     return report
 
 
@@ -283,12 +307,49 @@ def _speed_child(side: str, recipe: str, examples: Path, model_dir: Path, workdi
     import subprocess
 
     out = workdir / f"{side}-{recipe}-{examples.stem}.json"
+    if side == "command":
+        return _command(recipe, examples, model_dir, out.with_suffix(""), device)
     start = time.perf_counter()
     subprocess.run([sys.executable, __file__, "--speed-child", side, "--recipe", recipe, "--examples", str(examples),
                     "--model", str(model_dir), "--out", str(out), "--device", device,
                     *(["--plain-batch-size", str(plain_batch_size)] if plain_batch_size else [])], check=True)
     wall = time.perf_counter() - start
     return {**json.loads(out.read_text()), "wall": wall}
+
+
+def _command(recipe: str, examples: Path, model_dir: Path, run_dir: Path, device: str) -> dict:
+    """The ``advsuite evaluate`` command on the same model and examples, in a fresh process, as a
+    user runs it: what it found per example (from its records) and its loop time (from its
+    results). Its passes, rows and phases are not counted: nothing is hooked into it."""
+    import subprocess
+
+    script = Path(sys.executable).with_name("advsuite")  # the environment's console script, else python -m suite
+    found = str(script) if script.exists() else shutil.which("advsuite")
+    command = [found] if found else [sys.executable, "-m", "suite"]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    log = run_dir.with_suffix(".log")
+    start = time.perf_counter()
+    with log.open("w") as handle:
+        done = subprocess.run([*command, "evaluate", "--model", f"hf:{model_dir}", "--dataset", f"hf:{examples}",
+                               "--split", "train", "--attacks", recipe, "--adversary", "none", "--device", device,
+                               "--output", str(run_dir)], stdout=handle, stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(f"advsuite evaluate failed (exit {done.returncode}): see {log}")
+    return {**_found(run_dir, recipe), "wall": wall, "passes": None, "rows": None, "model_seconds": None,
+            "phases": None}
+
+
+def _found(run_dir: Path, recipe: str) -> dict:
+    """A suite run's perturbed text and outcome per example (in row order; an example it did not
+    attack counts as found nowhere), successes and loop time."""
+    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    by_id = {r["id"]: r for r in records if r["kind"] == "attack" and r["attack"] == recipe}
+    n = sum(r["kind"] == "clean" for r in records)
+    found = [[by_id[f"train-{i}"]["adversarial"], by_id[f"train-{i}"]["robust"] < 1] if f"train-{i}" in by_id
+             else [None, False] for i in range(n)]
+    seconds = json.loads((run_dir / "results.json").read_text())["attacks"][recipe]["seconds"]
+    return {"examples": found, "loop": seconds, "successes": sum(b for _, b in found)}
 
 
 def _timed(call, counts: dict):
@@ -307,7 +368,8 @@ def _timed(call, counts: dict):
 def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, out: Path, device: str,
                 plain_batch_size: int | None = None) -> None:
     """One side, in this fresh process: what it found per example, its loop time, passes and rows."""
-    data = json.loads(examples_file.read_text())
+    rows = [json.loads(line) for line in examples_file.read_text().splitlines()]
+    data = {"texts": [row["text"] for row in rows], "labels": [row["label"] for row in rows]}
     # model_seconds: the wall time of the model calls each side's searches make (tokenising,
     # the forward passes, the logits back on the host: each call ends with the host holding its
     # logits, so the time is the device's too); the rest of the loop is the searches' own work.
@@ -350,8 +412,8 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         found = []
         start = time.perf_counter()
         for i, (text, label) in enumerate(zip(data["texts"], data["labels"])):
-            # Seeded per example as the suite seeds it (run seed 0, ids = row positions).
-            textattack.shared.utils.set_seed(example_seed(0, recipe, str(i)) % 2**32)
+            # Seeded per example as the suite seeds it (run seed 0; a data file's ids: <split>-<row>).
+            textattack.shared.utils.set_seed(example_seed(0, recipe, f"train-{i}") % 2**32)
             result = attack.attack(text, label)
             found.append([result.perturbed_result.attacked_text.text, isinstance(result, SuccessfulAttackResult)])
         if device.startswith("cuda"):
@@ -374,12 +436,11 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         shutil.rmtree(run_dir, ignore_errors=True)  # a fresh run (an existing one would be resumed)
         # The adversary that searches on the served model only, as the plain loop does (the default
         # also runs the calibrated adversary).
-        results = suite.evaluate(model, (data["texts"], data["labels"]), attacks=[recipe], adversary=["none"],
-                                 output=run_dir)
-        records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
-        by_id = {r["id"]: r for r in records if r["kind"] == "attack" and r["attack"] == recipe}
-        found = [[by_id[str(i)]["adversarial"], by_id[str(i)]["robust"] < 1] for i in range(len(data["texts"]))]
-        loop = results.attacks[recipe].seconds
+        # The data file as the command reads it (split train, ids train-<row>).
+        suite.evaluate(model, f"hf:{examples_file}", split="train", attacks=[recipe], adversary=["none"],
+                       output=run_dir)
+        found_here = _found(run_dir, recipe)
+        found, loop = found_here["examples"], found_here["loop"]
         mark("evaluate")  # the loop, and TextAttack's import, the clean pass, checks, results around it
     out.write_text(json.dumps({"examples": found, "loop": loop, "successes": sum(b for _, b in found), "phases": phases,
                                **counts}))
