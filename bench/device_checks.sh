@@ -15,7 +15,11 @@
 # not the host, bounds its step, and DeepWordBug at 960 sentences, in one call:
 #
 #   run(command="SCALE_N=256 SCALE_SECTIONS=image:auto,profile:auto TEXT_NS=960 TEXT_RECIPES=deepwordbug
-#                bash bench/device_checks.sh scale:200 host:40 text:320", carry=[".device"], timeout_s=580)
+#                TEXT_SIDES=command bash bench/device_checks.sh scale:200 host:40 text:320", carry=[".device"],
+#       timeout_s=580)
+#
+# (TEXT_SIDES=command: the plain loop against the `advsuite evaluate` command only, which is what a
+# user runs, so that the part fits its 320 s; `suite.evaluate` in a script was measured at 240.)
 #
 # Parts (what each measures: the docstrings of the scripts it runs; times from one H200):
 #   text   bench/text_attacks.py --speed --size base: a BERT-base shape trained on Rotten
@@ -41,8 +45,8 @@
 set -uo pipefail
 # Several parts may run in one call, in the order given, each as PART or PART:SECONDS (its time
 # limit; defaults below): `bash bench/device_checks.sh text:400 cuda:160` spends one machine start.
-# SCALE_N and SCALE_SECTIONS set the scale part's --n (and batch size) and --sections; TEXT_NS and
-# TEXT_RECIPES the text part's --ns and --recipes; CUDA_N and
+# SCALE_N and SCALE_SECTIONS set the scale part's --n (and batch size) and --sections; TEXT_NS,
+# TEXT_RECIPES and TEXT_SIDES the text part's --ns, --recipes and --sides; CUDA_N and
 # CUDA_DETERMINISTIC the cuda part's --n and --deterministic (its non-deterministic batch check
 # and its precision section ran on an H200 already: docs/attacks/measured.md).
 parts=("${@:-env}")
@@ -109,7 +113,7 @@ for spec in "${parts[@]}"; do
     text)
         # shellcheck disable=SC2086  # TEXT_NS and TEXT_RECIPES are lists
         timeout "${limit:-540}" $python bench/text_attacks.py --speed --size base --ns ${TEXT_NS:-240} \
-            --recipes ${TEXT_RECIPES:-deepwordbug pwws} --data "$data" \
+            --recipes ${TEXT_RECIPES:-deepwordbug pwws} --sides ${TEXT_SIDES:-suite command} --data "$data" \
             --workdir /tmp/text-speed-gpu --json "$out/text-gpu.json" 2>&1 | tee "$out/text.log" ;;
     host)
         timeout "${limit:-60}" $python bench/host_ops.py --device cuda --repeats 3 --json "$out/host-ops.json" 2>&1 |

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import operator
 import shutil
 import statistics
 import sys
@@ -174,6 +175,7 @@ SPEED_RECIPES = ("deepwordbug", "pwws")
 #: plain: a TextAttack loop in a script; suite: ``suite.evaluate`` in a script; command: the
 #: ``advsuite evaluate`` console script (which also skips the collector's scans at exit).
 SPEED_SIDES = ("plain", "suite", "command")
+SIDE_NAMES = {"suite": "suite.evaluate", "command": "advsuite evaluate"}
 
 
 #: --speed's models: directory name, description, training shape and rate.
@@ -269,36 +271,41 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
             # Each side --repeats times, alternating (plain, suite, command, plain, ...); the median
             # wall and loop times per side: this machine's timings drift by 20 % and more between runs.
             runs = [{side: _speed_child(side, recipe, examples, model_dir, workdir, device, args.plain_batch_size)
-                     for side in SPEED_SIDES}
+                     for side in args.sides}
                     for _ in range(args.repeats)]
             sides = {side: {**runs[0][side], **{key: statistics.median(run[side][key] for run in runs)
                                                 for key in ("wall", "loop", "model_seconds")
                                                 if runs[0][side].get(key) is not None},
                             "walls": [run[side]["wall"] for run in runs]}
-                     for side in SPEED_SIDES}
-            plain, ours, command = sides["plain"], sides["suite"], sides["command"]
-            for side in SPEED_SIDES:
+                     for side in args.sides}
+            plain = sides["plain"]
+            for side in args.sides:
                 if any(run[side]["examples"] != runs[0][side]["examples"] for run in runs):
                     print(f"{recipe} n={len(chosen)}: {side}'s runs found different examples", flush=True)
-            same = sum(a == b for a, b in zip(plain["examples"], ours["examples"]))
-            command_same = sum(a == b for a, b in zip(plain["examples"], command["examples"]))
-            row = {"recipe": recipe, "n": len(chosen), "identical_examples": same,
-                   # the same outcome and the same token ids: texts the model cannot tell apart
-                   "identical_to_the_model": sum(map(seen_alike, plain["examples"], ours["examples"])),
-                   "end_to_end_ratio": plain["wall"] / ours["wall"], "loop_ratio": plain["loop"] / ours["loop"],
-                   "command_identical_examples": command_same, "command_end_to_end_ratio": plain["wall"] / command["wall"],
-                   "command_loop_ratio": plain["loop"] / command["loop"],
-                   **{f"{side}_{key}": value.get(key) for side, value in sides.items()
-                      for key in ("wall", "loop", "model_seconds", "passes", "rows", "successes", "walls", "phases")}}
+            row = {"recipe": recipe, "n": len(chosen)}
+            for side in args.sides[1:]:  # each against the plain loop; the suite's fields unprefixed
+                other, prefix = sides[side], "" if side == "suite" else f"{side}_"
+                row.update({f"{prefix}identical_examples": sum(map(operator.eq, plain["examples"], other["examples"])),
+                            # the same outcome and the same token ids: texts the model cannot tell apart
+                            f"{prefix}identical_to_the_model": sum(map(seen_alike, plain["examples"], other["examples"])),
+                            f"{prefix}end_to_end_ratio": plain["wall"] / other["wall"],
+                            f"{prefix}loop_ratio": plain["loop"] / other["loop"]})
+            row.update({f"{side}_{key}": value.get(key) for side, value in sides.items()
+                        for key in ("wall", "loop", "model_seconds", "passes", "rows", "successes", "walls", "phases")})
             report["rows"].append(row)
             if args.json:  # after every comparison: a run cut short keeps what it measured
                 args.json.write_text(json.dumps(report, indent=2) + "\n")
-            print(f"{recipe} n={row['n']}: end to end x{row['end_to_end_ratio']:.2f} ({plain['wall']:.1f} s -> "
-                  f"{ours['wall']:.1f} s), loop x{row['loop_ratio']:.2f} ({plain['loop']:.1f} s -> {ours['loop']:.1f} s), "
-                  f"identical {same}/{row['n']} ({row['identical_to_the_model']} to the model), passes {plain['passes']} -> {ours['passes']}, rows {plain['rows']} -> "
-                  f"{ours['rows']}, model calls {plain['model_seconds']:.1f} s -> {ours['model_seconds']:.1f} s; "
-                  f"advsuite evaluate: end to end x{row['command_end_to_end_ratio']:.2f} ({command['wall']:.1f} s), "
-                  f"loop x{row['command_loop_ratio']:.2f}, identical {command_same}/{row['n']}", flush=True)
+            said = [f"{recipe} n={row['n']}: plain {plain['wall']:.1f} s (loop {plain['loop']:.1f} s, model calls "
+                    f"{plain['model_seconds']:.1f} s, passes {plain['passes']}, rows {plain['rows']})"]
+            for side in args.sides[1:]:
+                other, prefix = sides[side], "" if side == "suite" else f"{side}_"
+                said.append(f"{SIDE_NAMES[side]} end to end x{row[prefix + 'end_to_end_ratio']:.2f} ({other['wall']:.1f} s), "
+                            f"loop x{row[prefix + 'loop_ratio']:.2f} ({other['loop']:.1f} s), identical "
+                            f"{row[prefix + 'identical_examples']}/{row['n']} ({row[prefix + 'identical_to_the_model']} to "
+                            "the model)" + ("" if other.get("passes") is None else
+                                            f", passes {other['passes']}, rows {other['rows']}, model calls "
+                                            f"{other['model_seconds']:.1f} s"))
+            print("; ".join(said), flush=True)
     return report
 
 
@@ -323,9 +330,10 @@ def _command(recipe: str, examples: Path, model_dir: Path, run_dir: Path, device
     results). Its passes, rows and phases are not counted: nothing is hooked into it."""
     import subprocess
 
-    script = Path(sys.executable).with_name("advsuite")  # the environment's console script, else python -m suite
-    found = str(script) if script.exists() else shutil.which("advsuite")
-    command = [found] if found else [sys.executable, "-m", "suite"]
+    # This environment's console script; where it has none (the GPU machine, which puts the
+    # checkout on its path), the same entry point as python -m suite.
+    script = Path(sys.executable).with_name("advsuite")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "suite"]
     shutil.rmtree(run_dir, ignore_errors=True)
     log = run_dir.with_suffix(".log")
     start = time.perf_counter()
@@ -557,6 +565,9 @@ def main() -> int:
     parser.add_argument("--size", choices=sorted(SPEED_SIZES), default="small",
                         help="--speed: the model (small: 2 layers, hidden 256; base: BERT-base shape, for a GPU)")
     parser.add_argument("--device", help="--speed: where both sides run (default: CUDA when present)")
+    parser.add_argument("--sides", nargs="+", choices=SPEED_SIDES, default=list(SPEED_SIDES),
+                        help="--speed: what runs (plain, the baseline, always; suite: suite.evaluate in a script; "
+                             "command: the advsuite evaluate command)")
     parser.add_argument("--plain-batch-size", type=int,
                         help="--speed: texts per model call of the plain loop's goal function (TextAttack's default 32)")
     parser.add_argument("--speed-child", choices=["plain", "suite"], help=argparse.SUPPRESS)
@@ -567,6 +578,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats takes 1 or more")
+    args.sides = ["plain", *(side for side in SPEED_SIDES[1:] if side in args.sides)]
+    if len(args.sides) < 2:
+        parser.error("--sides: name suite or command (or both) to compare with the plain loop")
     if args.speed_child:
         speed_child(args.speed_child, args.recipe, args.examples, args.model, args.out, args.device or "cpu",
                     args.plain_batch_size)
