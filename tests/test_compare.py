@@ -9,6 +9,7 @@ records; the comparison's numbers against results.json.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -19,6 +20,7 @@ import suite
 from suite.cli.main import main
 from suite.evaluation.per_class import class_names, per_class
 from suite.intervals import accuracy_interval
+from suite.report.compare import SIGN_DRAWS, paired_test
 from suite.report.leaderboard import read_results
 from suite.report.results import upgrade
 from suite.report.table import percent
@@ -142,13 +144,93 @@ def test_compare_prints_both_runs_and_their_difference(runs, capsys):
     wa, wb = a.threat_models["linf eps=0.15"], b.threat_models["linf eps=0.15"]
     measured.append(("worst case", "linf eps=0.15", wa.worst_case_robust_accuracy, wa.worst_case_robust_accuracy_ci,
                      wb.worst_case_robust_accuracy, wb.worst_case_robust_accuracy_ci))
+    outcomes = {name: outcomes_by_row(runs[name]) for name in ("plain", "at")}
+    tested = 0
     for name, threat, va, ca, vb, cb in measured:
         line = line_of(out, name, threat)
         difference = f"{100 * (vb - va):+.1f} pp".replace("-0.0", "+0.0")
-        overlap = ca[0] <= cb[1] and cb[0] <= ca[1]
-        assert cells(line)[-3:] == [percent(va, ca), percent(vb, cb), difference + (" (within CIs)" if overlap else "")]
+        first, other = outcomes["plain"][name], outcomes["at"][name]
+        gained = sum(other[i] > first[i] for i in first)
+        lost = sum(other[i] < first[i] for i in first)
+        # McNemar's exact test, written out: the two tails of Binomial(gained + lost, 1/2).
+        n = gained + lost
+        p = min(1.0, 2 * sum(math.comb(n, k) for k in range(min(gained, lost) + 1)) / 2 ** n)
+        shown = "p<0.001" if p < 0.001 else f"p={p:.2g}"
+        assert cells(line)[-3:] == [percent(va, ca), percent(vb, cb),
+                                    f"{difference} ({'' if p < 0.05 else 'n.s., '}{shown})"]
+        tested += p < 0.05
+    assert tested >= 1  # a difference the paired test finds (the intervals overlap on 16 examples)
     assert a.clean_accuracy == 1.0 and b.clean_accuracy == 0.875  # the runs differ: the table shows real numbers
     assert wb.worst_case_robust_accuracy > wa.worst_case_robust_accuracy
+    assert "McNemar exact" in out and "(within CIs)" not in out and "note:" not in out
+
+
+def outcomes_by_row(run: Path) -> dict[str, dict[str, float]]:
+    """Per row of a one-radius run (clean, each attack, worst case), each example's correctness."""
+    clean, attacked = records(run)
+    rows = {"clean": {r["id"]: r["correct"] for r in clean}}
+    for key, by_id in attacked.items():
+        rows[key] = {r["id"]: by_id[r["id"]]["robust"] if r["correct"] > 0 else 0.0 for r in clean}
+    rows["worst case"] = {r["id"]: min(rows[key][r["id"]] for key in ("clean", *attacked)) for r in clean}
+    return rows
+
+
+def test_the_paired_test_against_worked_values():
+    ids = [f"e{i}" for i in range(40)]
+    first = dict.fromkeys(ids, 1.0)
+    assert paired_test(first, {i: 0.0 if k < 8 else 1.0 for k, i in enumerate(ids)}) == (2 / 2 ** 8, "McNemar exact")
+    # 3 gained, 1 lost: P(X <= 1 or X >= 3), X ~ B(4, 1/2) = (1 + 4 + 4 + 1) / 16.
+    mixed = {i: float(k % 2) for k, i in enumerate(ids)}
+    moved = dict(mixed, e1=0.0, e0=1.0, e2=1.0, e4=1.0)
+    assert paired_test(mixed, moved) == (10 / 16, "McNemar exact")
+    assert paired_test(first, first) == (1.0, "McNemar exact")
+    assert paired_test(first, {"other": 1.0}) is None  # not the same examples
+    # Large n, in logs: against the normal approximation of the sign test (z = 200 / sqrt(20000)).
+    big = {f"b{i}": 0.0 for i in range(20_000)}
+    shifted = {key: 1.0 if k < 10_100 else 0.0 for k, key in enumerate(big)}
+    mirrored = {key: 1.0 if k >= 10_100 else 0.0 for k, key in enumerate(big)}
+    p, _ = paired_test(mirrored, shifted)  # 10,100 gained, 9,900 lost
+    assert p == pytest.approx(math.erfc(200 / math.sqrt(20_000) / math.sqrt(2)), rel=0.02)
+    # Fractional (a randomized model): 4 positive differences, exact: only the two all-same-sign
+    # patterns of 16 reach the observed sum.
+    base = {"a": 0.5, "b": 0.25, "c": 0.0, "d": 0.75, "e": 1.0}
+    up = {"a": 0.75, "b": 0.5, "c": 0.125, "d": 1.0, "e": 1.0}
+    assert paired_test(base, up) == (2 / 16, "sign-flip exact")
+    # 30 equal differences: beyond the exact limit, seeded draws; none reaches the observed
+    # sum, which counts itself.
+    half = {f"h{i}": 0.5 for i in range(30)}
+    more = {key: 0.75 for key in half}
+    assert paired_test(half, more) == (1 / (SIGN_DRAWS + 1), f"sign-flip over {SIGN_DRAWS} draws")
+    assert paired_test(half, more) == paired_test(half, more)  # seeded
+
+
+def test_without_usable_records_a_difference_falls_back_to_the_intervals(runs, tmp_path, capsys):
+    bare = tmp_path / "bare"
+    shutil.copytree(runs["at"], bare)
+    (bare / "records.jsonl").unlink()
+    code, out, err = compare(capsys, runs["plain"], bare)
+    assert (code, err) == (0, "")
+    assert f"note: B ({bare}): no records.jsonl beside its results" in out and "McNemar" not in out
+    assert "(within CIs)" in out and "p=" not in out
+    for garbage in (b"\x89PNG\r\n\x1a\n\x00", b'{"kind": "clean", "id": "x", "correct": NaN, "label": 0}\n'):
+        (bare / "records.jsonl").write_bytes(garbage)
+        code, out, err = compare(capsys, runs["plain"], bare)
+        assert (code, err) == (0, "") and "records.jsonl cannot be read as advsuite records" in out
+    # Records that do not reproduce the results (one example's outcome changed): the rows it
+    # touches fall back, named in a note; the other rows keep their test.
+    edited = tmp_path / "edited"
+    shutil.copytree(runs["at"], edited)
+    lines = (edited / "records.jsonl").read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if '"attack": "fgm_linf"' in line)
+    record = json.loads(lines[index])
+    record["robust"] = 1.0 - record["robust"]
+    lines[index] = json.dumps(record)
+    (edited / "records.jsonl").write_text("\n".join(lines) + "\n")
+    code, out, err = compare(capsys, runs["plain"], edited)
+    assert (code, err) == (0, "")
+    assert "does not reproduce its results for fgm_linf (linf eps=0.15), worst case (linf eps=0.15)" in out
+    assert "p=" not in cells(line_of(out, "fgm_linf", "linf eps=0.15"))[-1]
+    assert "p=" in cells(line_of(out, "pgd_linf", "linf eps=0.15"))[-1]
 
 
 def test_compare_json_holds_the_numbers_of_results_json(runs, capsys):
@@ -164,6 +246,9 @@ def test_compare_json_holds_the_numbers_of_results_json(runs, capsys):
     assert pgd["accuracy"] == [a.attacks["pgd_linf"].robust_accuracy, b.attacks["pgd_linf"].robust_accuracy]
     assert pgd["interval"] == [a.attacks["pgd_linf"].robust_accuracy_ci, b.attacks["pgd_linf"].robust_accuracy_ci]
     assert pgd["difference"] == [None, pgd["accuracy"][1] - pgd["accuracy"][0]] and pgd["n"] == [16, 16]
+    first, other = (outcomes_by_row(runs[name])["pgd_linf"] for name in ("plain", "at"))
+    assert pgd["p_value"] == [None, paired_test(first, other)[0]] and pgd["test"] == [None, "McNemar exact"]
+    assert data["notes"] == []
 
 
 def test_other_threat_models_are_shown_apart_never_subtracted(runs, capsys):

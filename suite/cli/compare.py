@@ -12,7 +12,9 @@ EPILOG = """examples:
   advsuite compare runs/pgd-at runs/beta-at --json > diff.json
 Runs must have been evaluated on the same examples (dataset fingerprint, n and subsample seed);
 give task directories of a recipe's output (runs/demo/<task>), not the recipe's directory.
-A difference marked (within CIs) is smaller than the 95% intervals of the two accuracies.
+Each difference is tested on the runs' paired outcomes (their records.jsonl): p is two-sided
+(McNemar's exact test; the sign-flip test for randomized models), n.s. from 0.05 up. Without
+usable records a difference is marked (within CIs) where the two 95% intervals overlap.
 """
 
 
@@ -37,13 +39,14 @@ def handle(args: argparse.Namespace) -> int:
     compare.check_count(names)
     runs = [compare.read_run(path) for path in args.runs]
     compare.check_same_examples(names, runs)
+    records = [compare.read_records(path, run) for path, run in zip(args.runs, runs)]
     if args.per_class:
         compare.check_per_class(names, runs)
-        found = compare.class_rows(runs)
+        found = compare.class_rows(runs, records)
     else:
-        found = compare.overall_rows(runs)
+        found = compare.overall_rows(runs, records)
     if args.json:
-        print(json.dumps(compare.as_json(names, runs, found), indent=2))
+        print(json.dumps(compare.as_json(names, runs, found, records), indent=2))
     else:
-        print(compare.table(names, runs, found))
+        print(compare.table(names, runs, found, records))
     return 0

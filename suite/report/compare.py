@@ -11,16 +11,28 @@ matched when its registered name, adversary, threat and hyperparameters are all 
 (:func:`aliases`).
 
 Every accuracy carries its 95% interval (from the results; Wilson's from the accuracy and n for
-files written before intervals were recorded, as the leaderboard does). A difference whose two
-intervals overlap is marked ``(within CIs)``: the gap is smaller than the uncertainty.
+files written before intervals were recorded, as the leaderboard does).
+
+Each difference is tested on the runs' paired outcomes: the runs scored the same examples, so
+the per-example records beside each ``results.json`` (``records.jsonl``) say which examples one
+run got right and the other wrong. With correctness 0 or 1 that is McNemar's exact test (the
+two-sided binomial test of the discordant examples at 1/2; McNemar, 1947); with fractional
+correctness (randomized models) the paired sign-flip test of the per-example differences, exact
+up to 16 non-zero differences, else over 20,000 seeded sign draws. A difference is shown with
+its p-value, ``(n.s., p=0.45)`` from 0.05 up. Comparing the two 95% intervals instead is far
+weaker on paired data: two runs 20 points apart on 40 examples, one breaking every example the
+other breaks and 8 more, have overlapping intervals but p = 0.008. Where a run has no records, or
+records that do not reproduce its ``results.json`` numbers, the difference falls back to the
+intervals (``(within CIs)`` where they overlap) and a note says why.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +44,31 @@ from suite.report.table import format_rows, percent
 from suite.text import printable
 
 RESULTS_FILE = "results.json"
+RECORDS_FILE = "records.jsonl"
 WITHIN = "(within CIs)"
+#: Below this p-value a difference is not marked ``n.s.``.
+SIGNIFICANCE = 0.05
+#: The sign-flip test enumerates every sign pattern up to this many non-zero differences.
+EXACT_FLIPS = 16
+SIGN_DRAWS = 20_000
+#: A run's records reproduce one of its numbers when their mean is within this of it.
+REPRODUCED = 1e-9
 
 #: An accuracy and its 95% interval.
 Measure = tuple[float, list[float]]
+#: Per example id, its correctness under one row (clean, an attack, a worst case).
+Outcomes = dict[str, float]
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One run's row minus the first run's: the gap, whether the 95% intervals overlap, and the
+    paired test's p-value and name (``None`` where the records cannot give one)."""
+
+    value: float
+    overlap: bool
+    p_value: float | None = None
+    test: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +81,9 @@ class View:
     attacks: dict[tuple[str, str], Measure]
     #: The worst case by threat label.
     worst: dict[str, Measure]
+    #: Per row (``("clean", "")``, ``(attack key, threat)``, ``("worst case", threat)``), each
+    #: example's correctness, from the run's records; only rows the records reproduce.
+    outcomes: dict[tuple[str, str], Outcomes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -60,17 +96,27 @@ class Row:
     cells: tuple[Measure | None, ...]
     #: Each run's number of examples behind the row (``None`` where a run has none).
     sizes: tuple[int | None, ...]
+    #: Each run's per-example correctness under the row (``None`` where its records give none).
+    outcomes: tuple[Outcomes | None, ...] = ()
 
     def label(self) -> str:
         """The group as shown: ``3 (n=2)``."""
         return f"{self.group} (n={'/'.join(map(str, sorted({n for n in self.sizes if n is not None})))})"
 
-    def differences(self) -> list[tuple[float, bool] | None]:
-        """Per run after the first: its value minus the first run's, and whether their intervals overlap."""
+    def differences(self) -> list[Difference | None]:
+        """Per run after the first: its value minus the first run's, whether their intervals
+        overlap, and the paired test on the examples (where both runs' records give the row)."""
         first = self.cells[0]
-        return [None if first is None or cell is None else
-                (cell[0] - first[0], cell[1][0] <= first[1][1] and first[1][0] <= cell[1][1])
-                for cell in self.cells[1:]]
+        outcomes = self.outcomes or (None,) * len(self.cells)
+        found = []
+        for cell, paired in zip(self.cells[1:], outcomes[1:]):
+            if first is None or cell is None:
+                found.append(None)
+                continue
+            overlap = cell[1][0] <= first[1][1] and first[1][0] <= cell[1][1]
+            tested = paired_test(outcomes[0], paired) if outcomes[0] is not None and paired is not None else None
+            found.append(Difference(cell[0] - first[0], overlap, *(tested or (None, None))))
+        return found
 
 
 def read_run(path: Path) -> Results:
@@ -92,6 +138,128 @@ def read_run(path: Path) -> Results:
     if path.is_dir():
         raise ConfigError(f"{str(path)!r} is a directory, not a results file")
     return read_results(path)
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """A run's per-example records: each example's clean correctness and label, and per attack
+    key its robust correctness by example id (examples not attacked are absent)."""
+
+    clean: dict[str, tuple[float, int | None]]
+    attacks: dict[str, dict[str, float]]
+
+
+def read_records(path: Path, run: Results) -> RunRecords | str:
+    """The records beside a run's ``results.json`` (``path``: the directory or the file), or why
+    there are none to use: absent, unreadable, or not the run's examples."""
+    path = Path(path)
+    file = (path.parent if path.is_file() else path) / RECORDS_FILE
+    if not file.is_file():
+        return f"no {RECORDS_FILE} beside its results"
+    clean: dict[str, tuple[float, int | None]] = {}
+    attacks: dict[str, dict[str, float]] = {}
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+        for line in lines:
+            if not line.strip():
+                continue
+            record = json.loads(line)
+            kind, example = record.get("kind"), record.get("id")
+            if kind == "clean":
+                label = record.get("label")
+                value = (_fraction(record["correct"]), label if isinstance(label, int) else None)
+                if clean.setdefault(example, value) != value:
+                    return f"its {RECORDS_FILE} holds two clean records of example {example!r}"
+            elif kind == "attack":
+                value = _fraction(record["robust"])
+                if attacks.setdefault(record["attack"], {}).setdefault(example, value) != value:
+                    return f"its {RECORDS_FILE} holds two records of example {example!r} under {record['attack']!r}"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return f"its {RECORDS_FILE} cannot be read as advsuite records"
+    if len(clean) != run.dataset.n:
+        return f"its {RECORDS_FILE} holds {len(clean)} clean records, not its n = {run.dataset.n}"
+    return RunRecords(clean, attacks)
+
+
+def _fraction(value: Any) -> float:
+    """A correctness from a record: a number in [0, 1] (anything else is not a record of ours)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(value)
+    return float(value)
+
+
+def _outcomes(records: RunRecords, run: Results, rows: Mapping[tuple[str, str], tuple[str, Measure]],
+              label: int | None = None) -> dict[tuple[str, str], Outcomes]:
+    """Per row, each example's correctness from ``records`` (of class ``label`` only, when given),
+    for the rows whose numbers the records reproduce. ``rows`` maps each row to the run's own
+    name for it (``clean``, an attack key, a threat label for a worst case) and its measure."""
+    ids = [example for example, (_, known) in records.clean.items() if label is None or known == label]
+    correct = {example: records.clean[example][0] for example in ids}
+
+    def robust(key: str) -> Outcomes | None:
+        attacked = records.attacks.get(key, {})
+        if any(correct[example] > 0 and example not in attacked for example in ids):
+            return None
+        return {example: attacked[example] if correct[example] > 0 else 0.0 for example in ids}  # as the metrics
+
+    found = {}
+    for row, (own, (value, _)) in rows.items():
+        if row[0] == "clean":
+            values: Outcomes | None = correct
+        elif row[0] == "worst case":
+            group = run.threat_models.get(own)
+            parts = [robust(key) for key in group.attacks] if group is not None else [None]
+            values = None if any(part is None for part in parts) else {
+                example: min([correct[example], *(part[example] for part in parts)]) for example in ids}
+        else:
+            values = robust(own)
+        if values and abs(sum(values.values()) / len(values) - value) <= REPRODUCED:
+            found[row] = values
+    return found
+
+
+def paired_test(first: Outcomes, other: Outcomes) -> tuple[float, str] | None:
+    """The two-sided p-value that two runs' correctness on the same examples has the same mean,
+    and the test's name; ``None`` when they are not on the same examples.
+
+    Correctness 0 or 1 throughout: McNemar's exact test, the binomial test at 1/2 of the
+    examples only one run got right (p = 1 when there are none). Otherwise the paired sign-flip
+    (randomisation) test of the per-example differences: every sign pattern up to
+    :data:`EXACT_FLIPS` non-zero differences, else :data:`SIGN_DRAWS` seeded draws, p counting
+    the observed pattern (so never 0).
+    """
+    if first.keys() != other.keys() or not first:
+        return None
+    differences = [other[example] - first[example] for example in first]
+    if all(value in (0.0, 1.0) for value in (*first.values(), *other.values())):
+        gained, lost = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
+        return _binomial_two_sided(min(gained, lost), gained + lost), "McNemar exact"
+    import numpy as np
+
+    nonzero = np.array([d for d in differences if d != 0.0])
+    if not len(nonzero):
+        return 1.0, "sign-flip"
+    observed = abs(nonzero.sum())
+    tolerance = 1e-12 * max(1.0, observed)
+    if len(nonzero) <= EXACT_FLIPS:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(nonzero))))
+        return float(np.mean(np.abs(signs @ nonzero) >= observed - tolerance)), "sign-flip exact"
+    rng = np.random.default_rng(0)
+    extreme = 0
+    for start in range(0, SIGN_DRAWS, 1000):
+        signs = rng.choice((1.0, -1.0), size=(min(1000, SIGN_DRAWS - start), len(nonzero)))
+        extreme += int(np.sum(np.abs(signs @ nonzero) >= observed - tolerance))
+    return (extreme + 1) / (SIGN_DRAWS + 1), f"sign-flip over {SIGN_DRAWS} draws"
+
+
+def _binomial_two_sided(k: int, n: int) -> float:
+    """P(X <= k or X >= n - k) for X ~ Binomial(n, 1/2), k <= n / 2: the exact two-sided p-value
+    of the sign test, in integers and rounded once (0.13 s at n = 50,000)."""
+    term, tail = 1, 0
+    for i in range(k + 1):
+        tail += term
+        term = term * (n - i) // (i + 1)
+    return min(1.0, 2 * tail / 2 ** n)
 
 
 def check_count(names: Sequence[str]) -> None:
@@ -160,10 +328,12 @@ def aliases(runs: Sequence[Results]) -> list[dict[str, str]]:
     return shown
 
 
-def overall_view(run: Results, alias: dict[str, str] | None = None) -> View:
-    """What ``run`` reports over all its examples (attack keys renamed by ``alias``)."""
+def overall_view(run: Results, alias: dict[str, str] | None = None, records: RunRecords | None = None) -> View:
+    """What ``run`` reports over all its examples (attack keys renamed by ``alias``), with each
+    example's outcome per row where ``records`` reproduce the row."""
     n = run.dataset.n
     alias = alias or {}
+    own = {(alias.get(key, key), entry.threat.label): key for key, entry in run.attacks.items()}
     attacks = {(alias.get(key, key), entry.threat.label): _measure(entry.robust_accuracy, entry.robust_accuracy_ci, n)
                for key, entry in run.attacks.items()}
     worst = {label: _measure(group.worst_case_robust_accuracy, group.worst_case_robust_accuracy_ci, n)
@@ -171,20 +341,35 @@ def overall_view(run: Results, alias: dict[str, str] | None = None) -> View:
     labels = {entry.threat.label for entry in run.attacks.values()}
     if not worst and run.worst_case_robust_accuracy is not None and len(labels) == 1:
         worst = {labels.pop(): _measure(run.worst_case_robust_accuracy, run.worst_case_robust_accuracy_ci, n)}
-    return View(n=n, clean=_measure(run.clean_accuracy, run.clean_accuracy_ci, n), attacks=attacks, worst=worst)
+    clean = _measure(run.clean_accuracy, run.clean_accuracy_ci, n)
+    return View(n=n, clean=clean, attacks=attacks, worst=worst,
+                outcomes={} if records is None else _outcomes(records, run, _named(clean, attacks, worst, own)))
 
 
-def class_view(run: Results, name: str, alias: dict[str, str] | None = None) -> View | None:
-    """What ``run`` reports on the examples of class ``name`` (``None``: it has none)."""
+def class_view(run: Results, name: str, alias: dict[str, str] | None = None,
+               records: RunRecords | None = None) -> View | None:
+    """What ``run`` reports on the examples of class ``name`` (``None``: it has none), with each
+    example's outcome per row where ``records`` reproduce the row."""
     entry = run.per_class.get(name)
     if entry is None:
         return None
     alias = alias or {}
+    own = {(alias.get(key, key), run.attacks[key].threat.label if key in run.attacks else ""): key
+           for key in entry.attacks}
     attacks = {(alias.get(key, key), run.attacks[key].threat.label if key in run.attacks else ""):
                (item.robust_accuracy, list(item.robust_accuracy_ci)) for key, item in entry.attacks.items()}
     worst = {label: (item.worst_case_robust_accuracy, list(item.worst_case_robust_accuracy_ci))
              for label, item in entry.threat_models.items()}
-    return View(n=entry.n, clean=(entry.clean_accuracy, list(entry.clean_accuracy_ci)), attacks=attacks, worst=worst)
+    clean = (entry.clean_accuracy, list(entry.clean_accuracy_ci))
+    outcomes = {} if records is None else _outcomes(records, run, _named(clean, attacks, worst, own), entry.index)
+    return View(n=entry.n, clean=clean, attacks=attacks, worst=worst, outcomes=outcomes)
+
+
+def _named(clean: Measure, attacks: dict[tuple[str, str], Measure], worst: dict[str, Measure],
+           own: dict[tuple[str, str], str]) -> dict[tuple[str, str], tuple[str, Measure]]:
+    """Each row of a view with the run's own name for it and its measure (:func:`_outcomes`)."""
+    return {("clean", ""): ("clean", clean), **{row: (own[row], measure) for row, measure in attacks.items()},
+            **{("worst case", label): (label, measure) for label, measure in worst.items()}}
 
 
 def rows(views: Sequence[View | None], group: str = "") -> list[Row]:
@@ -193,34 +378,79 @@ def rows(views: Sequence[View | None], group: str = "") -> list[Row]:
     threats = list(dict.fromkeys([*(t for view in present for _, t in view.attacks), *(t for view in present
                                                                                        for t in view.worst)]))
     sizes = tuple(None if view is None else view.n for view in views)
-    found = [Row(group, "clean", "", tuple(None if view is None else view.clean for view in views), sizes)]
+
+    def outcomes(row: tuple[str, str]) -> tuple[Outcomes | None, ...]:
+        return tuple(None if view is None else view.outcomes.get(row) for view in views)
+
+    found = [Row(group, "clean", "", tuple(None if view is None else view.clean for view in views), sizes,
+                 outcomes(("clean", "")))]
     for threat in threats:
         keys = dict.fromkeys(key for view in present for key, t in view.attacks if t == threat)
         for key in keys:
             found.append(Row(group, key, threat, tuple(None if view is None else view.attacks.get((key, threat))
-                                                       for view in views), sizes))
+                                                       for view in views), sizes, outcomes((key, threat))))
         if any(threat in view.worst for view in present):
             found.append(Row(group, "worst case", threat, tuple(None if view is None else view.worst.get(threat)
-                                                                 for view in views), sizes))
+                                                                 for view in views), sizes,
+                             outcomes(("worst case", threat))))
     return found
 
 
-def class_rows(runs: Sequence[Results]) -> list[Row]:
-    """:func:`rows` for every class any run lists (by class index, then name), each in its group."""
+def class_rows(runs: Sequence[Results], records: Sequence[RunRecords | str | None] = ()) -> list[Row]:
+    """:func:`rows` for every class any run lists (by class index, then name), each in its group;
+    ``records`` (per run, from :func:`read_records`) give the paired tests."""
     order: dict[str, int] = {}
     for run in runs:
         for name, entry in run.per_class.items():
             order.setdefault(name, entry.index)
     found = []
     renamed = aliases(runs)
+    usable = _usable(records, len(runs))
     for name in sorted(order, key=lambda name: (order[name], name)):
-        found.extend(rows([class_view(run, name, alias) for run, alias in zip(runs, renamed)], group=name))
+        found.extend(rows([class_view(run, name, alias, kept) for run, alias, kept in zip(runs, renamed, usable)],
+                          group=name))
     return found
 
 
-def overall_rows(runs: Sequence[Results]) -> list[Row]:
-    """:func:`rows` over every run's examples."""
-    return rows([overall_view(run, alias) for run, alias in zip(runs, aliases(runs))])
+def overall_rows(runs: Sequence[Results], records: Sequence[RunRecords | str | None] = ()) -> list[Row]:
+    """:func:`rows` over every run's examples; ``records`` (per run, from :func:`read_records`)
+    give the paired tests."""
+    return rows([overall_view(run, alias, kept)
+                 for run, alias, kept in zip(runs, aliases(runs), _usable(records, len(runs)))])
+
+
+def _usable(records: Sequence[RunRecords | str | None], count: int) -> list[RunRecords | None]:
+    return [found if isinstance(found, RunRecords) else None for found in [*records, *[None] * count][:count]]
+
+
+def record_notes(names: Sequence[str], runs: Sequence[Results], records: Sequence[RunRecords | str | None],
+                 found: Sequence[Row]) -> list[str]:
+    """A line per run whose differences (or some of them) are judged by the intervals, saying
+    why: no usable records, records that do not reproduce some of its rows, or examples whose
+    ids differ from the first run's. Nothing when no records were read at all."""
+    if not records:
+        return []
+    marks = letters(len(names))
+    reasons = [why if isinstance(why, str) else None for why in [*records, *[None] * len(names)][:len(names)]]
+    notes = [f"note: {mark} ({name}): {why}, so differences with it are judged by the 95% intervals only"
+             for mark, name, why in zip(marks, names, reasons) if why]
+    unreproduced: dict[int, dict[str, None]] = {index: {} for index in range(len(names))}
+    apart: dict[int, None] = {}
+    for row in found:
+        for index, difference in enumerate(row.differences(), start=1):
+            if difference is None or difference.test is not None or reasons[0] or reasons[index]:
+                continue
+            lacking = [j for j in (0, index) if not row.outcomes or row.outcomes[j] is None]
+            for j in lacking:
+                unreproduced[j][f"{row.name} ({row.threat})" if row.threat else row.name] = None
+            if not lacking:
+                apart[index] = None
+    notes += [f"note: {marks[index]} ({names[index]}): its {RECORDS_FILE} does not reproduce its results for "
+              f"{', '.join(rows)}, so those differences are judged by the 95% intervals only"
+              for index, rows in unreproduced.items() if rows]
+    notes += [f"note: {marks[index]} ({names[index]}): its records name other examples than {marks[0]}'s, so its "
+              "differences are judged by the 95% intervals only" for index in apart]
+    return notes
 
 
 def worst_case_notes(names: Sequence[str], runs: Sequence[Results]) -> list[str]:
@@ -243,8 +473,9 @@ def letters(count: int) -> list[str]:
     return [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(count)]
 
 
-def table(names: Sequence[str], runs: Sequence[Results], found: Sequence[Row]) -> str:
-    """The comparison as text: a legend naming each run, the table, and what ``(within CIs)`` means."""
+def table(names: Sequence[str], runs: Sequence[Results], found: Sequence[Row],
+          records: Sequence[RunRecords | str | None] = ()) -> str:
+    """The comparison as text: a legend naming each run, the table, and what its marks mean."""
     marks = letters(len(runs))
     legend = [f"{mark}: {name}  (model {run.model.name}, task {run.task}, {run.dataset.spec}:{run.dataset.split}, "
               f"n={run.dataset.n}, seed {run.seed})" for mark, name, run in zip(marks, names, runs)]
@@ -257,29 +488,43 @@ def table(names: Sequence[str], runs: Sequence[Results], found: Sequence[Row]) -
         lines.append([*([row.label()] if grouped else []), row.name, row.threat, *values,
                       *(_difference(found) for found in row.differences())])
     body = format_rows(header, [[printable(cell) for cell in line] for line in lines])
-    footer = [*worst_case_notes(names, runs),
-              f"differences in percentage points; {WITHIN}: the two 95% intervals overlap, the gap is within them"]
+    tested = {found.test for row in found for found in row.differences() if found is not None and found.test}
+    untested = any(found is not None and found.test is None for row in found for found in row.differences())
+    footer = [*worst_case_notes(names, runs), *record_notes(names, runs, records, found),
+              "differences in percentage points"
+              + (f"; p: two-sided, paired on the examples of each {RECORDS_FILE} ({' / '.join(sorted(tested))}), "
+                 f"n.s. from {SIGNIFICANCE}" if tested else "")
+              + (f"; {WITHIN}: the two 95% intervals overlap" if untested else "")]
     return "\n".join([*(printable(line) for line in legend), "", body, "", *(printable(line) for line in footer)])
 
 
-def _difference(found: tuple[float, bool] | None) -> str:
-    """``+3.1 pp`` (``-`` when a run lacks the row), marked when the intervals overlap."""
+def _difference(found: Difference | None) -> str:
+    """``-20.0 pp (p=0.0078)``, ``+1.2 pp (n.s., p=0.62)`` (``-`` when a run lacks the row); without
+    a paired test, marked ``(within CIs)`` when the intervals overlap."""
     if found is None:
         return "-"
-    text = f"{100 * found[0]:+.1f} pp".replace("-0.0 pp", "+0.0 pp")
-    return f"{text} {WITHIN}" if found[1] else text
+    text = f"{100 * found.value:+.1f} pp".replace("-0.0 pp", "+0.0 pp")
+    if found.p_value is not None:
+        p = "p<0.001" if found.p_value < 0.001 else f"p={found.p_value:.2g}"
+        return f"{text} ({'' if found.p_value < SIGNIFICANCE else 'n.s., '}{p})"
+    return f"{text} {WITHIN}" if found.overlap else text
 
 
-def as_json(names: Sequence[str], runs: Sequence[Results], found: Sequence[Row]) -> dict[str, Any]:
-    """The comparison as data: the runs, and per row each run's accuracy, interval and difference."""
+def as_json(names: Sequence[str], runs: Sequence[Results], found: Sequence[Row],
+            records: Sequence[RunRecords | str | None] = ()) -> dict[str, Any]:
+    """The comparison as data: the runs, per row each run's accuracy, interval, difference and
+    paired p-value, and the notes (why a run's differences have no paired test)."""
     return {
         "runs": [{"run": name, "model": run.model.name, "task": run.task, "dataset": run.dataset.spec,
                   "split": run.dataset.split, "n": run.dataset.n, "fingerprint": run.dataset.fingerprint,
                   "seed": run.seed} for name, run in zip(names, runs)],
+        "notes": record_notes(names, runs, records, found),
         "rows": [{"class": row.group or None, "row": row.name, "threat": row.threat or None, "n": list(row.sizes),
                   "accuracy": [None if cell is None else cell[0] for cell in row.cells],
                   "interval": [None if cell is None else cell[1] for cell in row.cells],
-                  "difference": [None, *(None if found is None else found[0] for found in row.differences())],
-                  "within_intervals": [None, *(None if found is None else found[1] for found in row.differences())]}
+                  "difference": [None, *(None if found is None else found.value for found in row.differences())],
+                  "within_intervals": [None, *(None if found is None else found.overlap for found in row.differences())],
+                  "p_value": [None, *(None if found is None else found.p_value for found in row.differences())],
+                  "test": [None, *(None if found is None else found.test for found in row.differences())]}
                  for row in found],
     }
