@@ -33,6 +33,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,11 @@ class Row:
     def differences(self) -> list[Difference | None]:
         """Per run after the first: its value minus the first run's, whether their intervals
         overlap, and the paired test on the examples (where both runs' records give the row)."""
+        return list(self._differences)
+
+    @cached_property
+    def _differences(self) -> tuple[Difference | None, ...]:
+        """:meth:`differences`, computed once (the table, its notes and the JSON all read them)."""
         first = self.cells[0]
         outcomes = self.outcomes or (None,) * len(self.cells)
         found = []
@@ -116,7 +122,7 @@ class Row:
             overlap = cell[1][0] <= first[1][1] and first[1][0] <= cell[1][1]
             tested = paired_test(outcomes[0], paired) if outcomes[0] is not None and paired is not None else None
             found.append(Difference(cell[0] - first[0], overlap, *(tested or (None, None))))
-        return found
+        return tuple(found)
 
 
 def read_run(path: Path) -> Results:
@@ -246,8 +252,9 @@ def paired_test(first: Outcomes, other: Outcomes) -> tuple[float, str] | None:
         return float(np.mean(np.abs(signs @ nonzero) >= observed - tolerance)), "sign-flip exact"
     rng = np.random.default_rng(0)
     extreme = 0
-    for start in range(0, SIGN_DRAWS, 1000):
-        signs = rng.choice((1.0, -1.0), size=(min(1000, SIGN_DRAWS - start), len(nonzero)))
+    chunk = max(1, 1_000_000 // len(nonzero))  # draws at a time: at most 8 MB of signs
+    for start in range(0, SIGN_DRAWS, chunk):
+        signs = rng.choice((1.0, -1.0), size=(min(chunk, SIGN_DRAWS - start), len(nonzero)))
         extreme += int(np.sum(np.abs(signs @ nonzero) >= observed - tolerance))
     return (extreme + 1) / (SIGN_DRAWS + 1), f"sign-flip over {SIGN_DRAWS} draws"
 
