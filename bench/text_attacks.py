@@ -32,8 +32,9 @@ test split's, then the validation split's) are attacked by ``suite.evaluate`` an
 TextAttack loop (``HuggingFaceModelWrapper``, ``Attack.attack`` per example, seeded per example as
 the suite seeds it), each in a fresh process, and by the ``advsuite evaluate`` command (both suite
 sides read the sentences from the same JSONL file, as a user would). It reports the end-to-end
-ratio (process start to exit, imports, loading, scoring and writing included), the attack-loop ratio, the examples with the
-same perturbed text and outcome, the model's forward passes and rows on each side, and each side's
+ratio (process start to exit, imports, loading, scoring and writing included), the attack-loop
+ratio, the examples with the same perturbed text and outcome (and those the model cannot tell
+apart: the same outcome and token ids), the model's forward passes and rows on each side, and each side's
 seconds in model calls (``model_seconds``: tokenising, passes, logits back on the host; the rest of
 a loop is the searches' own work; the suite's include its clean pass, which answers each search's
 first query) and where each side's time outside its loop goes (``phases``). With ``--repeats k``
@@ -285,9 +286,10 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
             row = {"recipe": recipe, "n": len(chosen)}
             for side in args.sides[1:]:  # each against the plain loop; the suite's fields unprefixed
                 other, prefix = sides[side], "" if side == "suite" else f"{side}_"
-                row.update({f"{prefix}identical_examples": sum(map(operator.eq, plain["examples"], other["examples"])),
+                pairs = (plain["examples"], other["examples"])
+                row.update({f"{prefix}identical_examples": sum(map(operator.eq, *pairs)),
                             # the same outcome and the same token ids: texts the model cannot tell apart
-                            f"{prefix}identical_to_the_model": sum(map(seen_alike, plain["examples"], other["examples"])),
+                            f"{prefix}identical_to_the_model": sum(map(seen_alike, *pairs)),
                             f"{prefix}end_to_end_ratio": plain["wall"] / other["wall"],
                             f"{prefix}loop_ratio": plain["loop"] / other["loop"]})
             row.update({f"{side}_{key}": value.get(key) for side, value in sides.items()
@@ -299,12 +301,12 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
                     f"{plain['model_seconds']:.1f} s, passes {plain['passes']}, rows {plain['rows']})"]
             for side in args.sides[1:]:
                 other, prefix = sides[side], "" if side == "suite" else f"{side}_"
-                said.append(f"{SIDE_NAMES[side]} end to end x{row[prefix + 'end_to_end_ratio']:.2f} ({other['wall']:.1f} s), "
-                            f"loop x{row[prefix + 'loop_ratio']:.2f} ({other['loop']:.1f} s), identical "
-                            f"{row[prefix + 'identical_examples']}/{row['n']} ({row[prefix + 'identical_to_the_model']} to "
-                            "the model)" + ("" if other.get("passes") is None else
-                                            f", passes {other['passes']}, rows {other['rows']}, model calls "
-                                            f"{other['model_seconds']:.1f} s"))
+                said.append(f"{SIDE_NAMES[side]} end to end x{row[prefix + 'end_to_end_ratio']:.2f} "
+                            f"({other['wall']:.1f} s), loop x{row[prefix + 'loop_ratio']:.2f} ({other['loop']:.1f} s), "
+                            f"identical {row[prefix + 'identical_examples']}/{row['n']} "
+                            f"({row[prefix + 'identical_to_the_model']} to the model)"
+                            + ("" if other.get("passes") is None else f", passes {other['passes']}, rows "
+                               f"{other['rows']}, model calls {other['model_seconds']:.1f} s"))
             print("; ".join(said), flush=True)
     return report
 

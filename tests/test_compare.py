@@ -20,7 +20,7 @@ import suite
 from suite.cli.main import main
 from suite.evaluation.per_class import class_names, per_class
 from suite.intervals import accuracy_interval
-from suite.report.compare import SIGN_DRAWS, paired_test
+from suite.report.paired import SIGN_DRAWS, paired_test
 from suite.report.leaderboard import read_results
 from suite.report.results import upgrade
 from suite.report.table import percent

@@ -34,12 +34,13 @@ def handle(args: argparse.Namespace) -> int:
     import json
 
     from suite.report import compare
+    from suite.report.paired import read_records
 
     names = [str(path) for path in args.runs]
     compare.check_count(names)
     runs = [compare.read_run(path) for path in args.runs]
     compare.check_same_examples(names, runs)
-    records = [compare.read_records(path, run) for path, run in zip(args.runs, runs)]
+    records = [read_records(path, run) for path, run in zip(args.runs, runs)]
     if args.per_class:
         compare.check_per_class(names, runs)
         found = compare.class_rows(runs, records)

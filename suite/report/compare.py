@@ -28,10 +28,9 @@ intervals (``(within CIs)`` where they overlap) and a note says why.
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -39,26 +38,19 @@ from typing import Any
 
 from suite.errors import ConfigError
 from suite.intervals import wilson_interval
+from suite.report.paired import RECORDS_FILE, Outcomes, RunRecords, paired_test, row_outcomes
 from suite.report.results_file import read_results
 from suite.report.results import Results
 from suite.report.table import format_rows, percent
 from suite.text import printable
 
 RESULTS_FILE = "results.json"
-RECORDS_FILE = "records.jsonl"
 WITHIN = "(within CIs)"
 #: Below this p-value a difference is not marked ``n.s.``.
 SIGNIFICANCE = 0.05
-#: The sign-flip test enumerates every sign pattern up to this many non-zero differences.
-EXACT_FLIPS = 16
-SIGN_DRAWS = 20_000
-#: A run's records reproduce one of its numbers when their mean is within this of it.
-REPRODUCED = 1e-9
 
 #: An accuracy and its 95% interval.
 Measure = tuple[float, list[float]]
-#: Per example id, its correctness under one row (clean, an attack, a worst case).
-Outcomes = dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -146,129 +138,6 @@ def read_run(path: Path) -> Results:
     return read_results(path)
 
 
-@dataclass(frozen=True)
-class RunRecords:
-    """A run's per-example records: each example's clean correctness and label, and per attack
-    key its robust correctness by example id (examples not attacked are absent)."""
-
-    clean: dict[str, tuple[float, int | None]]
-    attacks: dict[str, dict[str, float]]
-
-
-def read_records(path: Path, run: Results) -> RunRecords | str:
-    """The records beside a run's ``results.json`` (``path``: the directory or the file), or why
-    there are none to use: absent, unreadable, or not the run's examples."""
-    path = Path(path)
-    file = (path.parent if path.is_file() else path) / RECORDS_FILE
-    if not file.is_file():
-        return f"no {RECORDS_FILE} beside its results"
-    clean: dict[str, tuple[float, int | None]] = {}
-    attacks: dict[str, dict[str, float]] = {}
-    try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-        for line in lines:
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            kind, example = record.get("kind"), record.get("id")
-            if kind == "clean":
-                label = record.get("label")
-                value = (_fraction(record["correct"]), label if isinstance(label, int) else None)
-                if clean.setdefault(example, value) != value:
-                    return f"its {RECORDS_FILE} holds two clean records of example {example!r}"
-            elif kind == "attack":
-                value = _fraction(record["robust"])
-                if attacks.setdefault(record["attack"], {}).setdefault(example, value) != value:
-                    return f"its {RECORDS_FILE} holds two records of example {example!r} under {record['attack']!r}"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-        return f"its {RECORDS_FILE} cannot be read as advsuite records"
-    if len(clean) != run.dataset.n:
-        return f"its {RECORDS_FILE} holds {len(clean)} clean records, not its n = {run.dataset.n}"
-    return RunRecords(clean, attacks)
-
-
-def _fraction(value: Any) -> float:
-    """A correctness from a record: a number in [0, 1] (anything else is not a record of ours)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(value)
-    return float(value)
-
-
-def _outcomes(records: RunRecords, run: Results, rows: Mapping[tuple[str, str], tuple[str, Measure]],
-              label: int | None = None) -> dict[tuple[str, str], Outcomes]:
-    """Per row, each example's correctness from ``records`` (of class ``label`` only, when given),
-    for the rows whose numbers the records reproduce. ``rows`` maps each row to the run's own
-    name for it (``clean``, an attack key, a threat label for a worst case) and its measure."""
-    ids = [example for example, (_, known) in records.clean.items() if label is None or known == label]
-    correct = {example: records.clean[example][0] for example in ids}
-
-    def robust(key: str) -> Outcomes | None:
-        attacked = records.attacks.get(key, {})
-        if any(correct[example] > 0 and example not in attacked for example in ids):
-            return None
-        return {example: attacked[example] if correct[example] > 0 else 0.0 for example in ids}  # as the metrics
-
-    found = {}
-    for row, (own, (value, _)) in rows.items():
-        if row[0] == "clean":
-            values: Outcomes | None = correct
-        elif row[0] == "worst case":
-            group = run.threat_models.get(own)
-            parts = [robust(key) for key in group.attacks] if group is not None else [None]
-            values = None if any(part is None for part in parts) else {
-                example: min([correct[example], *(part[example] for part in parts)]) for example in ids}
-        else:
-            values = robust(own)
-        if values and abs(sum(values.values()) / len(values) - value) <= REPRODUCED:
-            found[row] = values
-    return found
-
-
-def paired_test(first: Outcomes, other: Outcomes) -> tuple[float, str] | None:
-    """The two-sided p-value that two runs' correctness on the same examples has the same mean,
-    and the test's name; ``None`` when they are not on the same examples.
-
-    Correctness 0 or 1 throughout: McNemar's exact test, the binomial test at 1/2 of the
-    examples only one run got right (p = 1 when there are none). Otherwise the paired sign-flip
-    (randomisation) test of the per-example differences: every sign pattern up to
-    :data:`EXACT_FLIPS` non-zero differences, else :data:`SIGN_DRAWS` seeded draws, p counting
-    the observed pattern (so never 0).
-    """
-    if first.keys() != other.keys() or not first:
-        return None
-    differences = [other[example] - first[example] for example in first]
-    if all(value in (0.0, 1.0) for value in (*first.values(), *other.values())):
-        gained, lost = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
-        return _binomial_two_sided(min(gained, lost), gained + lost), "McNemar exact"
-    import numpy as np
-
-    nonzero = np.array([d for d in differences if d != 0.0])
-    if not len(nonzero):
-        return 1.0, "sign-flip"
-    observed = abs(nonzero.sum())
-    tolerance = 1e-12 * max(1.0, observed)
-    if len(nonzero) <= EXACT_FLIPS:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(nonzero))))
-        return float(np.mean(np.abs(signs @ nonzero) >= observed - tolerance)), "sign-flip exact"
-    rng = np.random.default_rng(0)
-    extreme = 0
-    chunk = max(1, 1_000_000 // len(nonzero))  # draws at a time: at most 8 MB of signs
-    for start in range(0, SIGN_DRAWS, chunk):
-        signs = rng.choice((1.0, -1.0), size=(min(chunk, SIGN_DRAWS - start), len(nonzero)))
-        extreme += int(np.sum(np.abs(signs @ nonzero) >= observed - tolerance))
-    return (extreme + 1) / (SIGN_DRAWS + 1), f"sign-flip over {SIGN_DRAWS} draws"
-
-
-def _binomial_two_sided(k: int, n: int) -> float:
-    """P(X <= k or X >= n - k) for X ~ Binomial(n, 1/2), k <= n / 2: the exact two-sided p-value
-    of the sign test, in integers and rounded once (0.13 s at n = 50,000)."""
-    term, tail = 1, 0
-    for i in range(k + 1):
-        tail += term
-        term = term * (n - i) // (i + 1)
-    return min(1.0, 2 * tail / 2 ** n)
-
-
 def check_count(names: Sequence[str]) -> None:
     """Refuse fewer than two runs (before reading any)."""
     if len(names) < 2:
@@ -350,7 +219,7 @@ def overall_view(run: Results, alias: dict[str, str] | None = None, records: Run
         worst = {labels.pop(): _measure(run.worst_case_robust_accuracy, run.worst_case_robust_accuracy_ci, n)}
     clean = _measure(run.clean_accuracy, run.clean_accuracy_ci, n)
     return View(n=n, clean=clean, attacks=attacks, worst=worst,
-                outcomes={} if records is None else _outcomes(records, run, _named(clean, attacks, worst, own)))
+                outcomes={} if records is None else row_outcomes(records, run, _named(clean, attacks, worst, own)))
 
 
 def class_view(run: Results, name: str, alias: dict[str, str] | None = None,
@@ -368,15 +237,15 @@ def class_view(run: Results, name: str, alias: dict[str, str] | None = None,
     worst = {label: (item.worst_case_robust_accuracy, list(item.worst_case_robust_accuracy_ci))
              for label, item in entry.threat_models.items()}
     clean = (entry.clean_accuracy, list(entry.clean_accuracy_ci))
-    outcomes = {} if records is None else _outcomes(records, run, _named(clean, attacks, worst, own), entry.index)
-    return View(n=entry.n, clean=clean, attacks=attacks, worst=worst, outcomes=outcomes)
+    found = {} if records is None else row_outcomes(records, run, _named(clean, attacks, worst, own), entry.index)
+    return View(n=entry.n, clean=clean, attacks=attacks, worst=worst, outcomes=found)
 
 
 def _named(clean: Measure, attacks: dict[tuple[str, str], Measure], worst: dict[str, Measure],
-           own: dict[tuple[str, str], str]) -> dict[tuple[str, str], tuple[str, Measure]]:
-    """Each row of a view with the run's own name for it and its measure (:func:`_outcomes`)."""
-    return {("clean", ""): ("clean", clean), **{row: (own[row], measure) for row, measure in attacks.items()},
-            **{("worst case", label): (label, measure) for label, measure in worst.items()}}
+           own: dict[tuple[str, str], str]) -> dict[tuple[str, str], tuple[str, float]]:
+    """Each row of a view with the run's own name for it and its value (:func:`~suite.report.paired.row_outcomes`)."""
+    return {("clean", ""): ("clean", clean[0]), **{row: (own[row], measure[0]) for row, measure in attacks.items()},
+            **{("worst case", label): (label, measure[0]) for label, measure in worst.items()}}
 
 
 def rows(views: Sequence[View | None], group: str = "") -> list[Row]:
@@ -405,7 +274,7 @@ def rows(views: Sequence[View | None], group: str = "") -> list[Row]:
 
 def class_rows(runs: Sequence[Results], records: Sequence[RunRecords | str | None] = ()) -> list[Row]:
     """:func:`rows` for every class any run lists (by class index, then name), each in its group;
-    ``records`` (per run, from :func:`read_records`) give the paired tests."""
+    ``records`` (per run, from :func:`~suite.report.paired.read_records`) give the paired tests."""
     order: dict[str, int] = {}
     for run in runs:
         for name, entry in run.per_class.items():
@@ -420,8 +289,8 @@ def class_rows(runs: Sequence[Results], records: Sequence[RunRecords | str | Non
 
 
 def overall_rows(runs: Sequence[Results], records: Sequence[RunRecords | str | None] = ()) -> list[Row]:
-    """:func:`rows` over every run's examples; ``records`` (per run, from :func:`read_records`)
-    give the paired tests."""
+    """:func:`rows` over every run's examples; ``records`` (per run, from
+    :func:`~suite.report.paired.read_records`) give the paired tests."""
     return rows([overall_view(run, alias, kept)
                  for run, alias, kept in zip(runs, aliases(runs), _usable(records, len(runs)))])
 
@@ -529,9 +398,9 @@ def as_json(names: Sequence[str], runs: Sequence[Results], found: Sequence[Row],
         "rows": [{"class": row.group or None, "row": row.name, "threat": row.threat or None, "n": list(row.sizes),
                   "accuracy": [None if cell is None else cell[0] for cell in row.cells],
                   "interval": [None if cell is None else cell[1] for cell in row.cells],
-                  "difference": [None, *(None if found is None else found.value for found in row.differences())],
-                  "within_intervals": [None, *(None if found is None else found.overlap for found in row.differences())],
-                  "p_value": [None, *(None if found is None else found.p_value for found in row.differences())],
-                  "test": [None, *(None if found is None else found.test for found in row.differences())]}
+                  **{name: [None, *(None if found is None else getattr(found, attribute)
+                                    for found in row.differences())]
+                     for name, attribute in (("difference", "value"), ("within_intervals", "overlap"),
+                                         ("p_value", "p_value"), ("test", "test"))}}
                  for row in found],
     }
