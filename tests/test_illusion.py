@@ -270,6 +270,7 @@ def illusion_runs(tmp_path_factory):
         "base": _run(root, "base"),
         "up": _run(root, "up", temperature=UPCONF),
         "down": _run(root, "down", temperature=DOWNCONF),
+        "up_dir": root / "up",
     }
 
 
@@ -285,6 +286,24 @@ def test_overconfident_model_looks_more_robust_until_the_adversary_calibrates(il
     assert up.illusion.flagged and up.illusion.findings[0]["attack"] == "deepwordbug@cal"
     assert up.illusion.max_drop >= 0.05
     assert not base.illusion.flagged
+
+
+@pytest.mark.slow
+def test_an_illusion_finding_carries_the_paired_test_of_its_drop(illusion_runs):
+    finding = illusion_runs["up"].illusion.findings[0]
+    lines = [json.loads(line) for line in (illusion_runs["up_dir"] / "records.jsonl").read_text().splitlines()]
+    clean = {r["id"]: r["correct"] for r in lines if r["kind"] == "clean"}
+    robust = {key: {i: next(r["robust"] for r in lines if r["kind"] == "attack" and r["attack"] == key and r["id"] == i)
+                    if clean[i] > 0 else 0.0 for i in clean} for key in (finding["reference"], finding["attack"])}
+    # McNemar's exact test, written out: the examples only one of the two searches broke.
+    before, after = robust[finding["reference"]], robust[finding["attack"]]
+    gained, lost = sum(after[i] > before[i] for i in clean), sum(after[i] < before[i] for i in clean)
+    n = gained + lost
+    expected = min(1.0, 2 * sum(math.comb(n, k) for k in range(min(gained, lost) + 1)) / 2 ** n)
+    assert lost - gained == round(finding["drop"] * len(clean))  # the drop is these examples
+    assert (finding["p_value"], finding["test"]) == (expected, "McNemar exact")
+    assert finding["p_value"] < 0.05  # the calibrated adversary's drop on 60 sentences is no noise
+    assert f"(paired p={expected:.2g})" in finding["message"] or "(paired p<0.001)" in finding["message"]
 
 
 @pytest.mark.slow

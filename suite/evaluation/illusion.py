@@ -10,7 +10,10 @@ by more than a threshold, than under
   same threat.
 
 Everything is read from the typed fields of the attack entries (``adversary``, ``access``,
-``threat``), never parsed from names.
+``threat``), never parsed from names. Each finding carries the paired test of its drop on the
+task's examples (``p_value``, ``test``: McNemar's exact test, or the sign-flip test for a
+randomized model; :mod:`suite.report.paired`): the flag is raised by the threshold alone, and the
+p-value says whether the drop could be the noise of n examples.
 
 When the flag is raised by an aware adversary, the block names the mechanism when the run can
 tell (the paper's two sources of extreme confidence):
@@ -28,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from suite.report.paired import paired_test
 from suite.report.results import AttackEntry, IllusionEntry
 
 #: T_cal beyond which a model's own logits count as overconfident (its NLL-optimal temperature
@@ -37,9 +41,12 @@ OVERCONFIDENT_T = 2.0
 
 def illusion_findings(attacks: Mapping[str, AttackEntry], threshold: float, *, served_temperature: float = 1.0,
                       calibration: Mapping[str, Any] | None = None,
-                      adversary: Mapping[str, Any] | None = None) -> IllusionEntry:
+                      adversary: Mapping[str, Any] | None = None,
+                      per_example: Mapping[str, Mapping[str, float]] | None = None) -> IllusionEntry:
     """The flag, its findings and (when it can tell) the mechanism, from the results' point-wise
-    attack entries, the served temperature, clean calibration and the adversary fits."""
+    attack entries, the served temperature, clean calibration and the adversary fits;
+    ``per_example`` (per attack key, each example's robust correctness) gives each finding's
+    paired p-value."""
     plain = {key: entry for key, entry in attacks.items() if entry.adversary == "none" and entry.access != "transfer"}
     findings = []
     for key, entry in attacks.items():
@@ -62,14 +69,21 @@ def illusion_findings(attacks: Mapping[str, AttackEntry], threshold: float, *, s
         reference = plain[reference_key].robust_accuracy
         drop = reference - entry.robust_accuracy
         if drop > threshold:
+            tested = (paired_test(per_example[reference_key], per_example[key])
+                      if per_example and reference_key in per_example and key in per_example else None)
+            p_value, test = tested or (None, None)
             findings.append({
                 "attack": key,
                 "reference": reference_key,
                 "robust_accuracy": entry.robust_accuracy,
                 "reference_robust_accuracy": reference,
                 "drop": drop,
+                "p_value": p_value,
+                "test": test,
                 "message": (f"{key}: {why} lowers robust accuracy from {100 * reference:.1f}% ({reference_key}) to "
-                            f"{100 * entry.robust_accuracy:.1f}%, {100 * drop:.1f} pp"),
+                            f"{100 * entry.robust_accuracy:.1f}%, {100 * drop:.1f} pp"
+                            + ("" if p_value is None else
+                               f" (paired p{'<0.001' if p_value < 0.001 else f'={p_value:.2g}'})")),
             })
     mechanism, detail = None, None
     if any(attacks[finding["attack"]].adversary != "none" for finding in findings):

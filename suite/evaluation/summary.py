@@ -82,8 +82,10 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
     labels = [ex.label for ex in eval_set.examples]
     calibration = calibration_metrics(clean.logits, labels)
     after = calibration_after(clean.logits, labels, adversary)
+    per_example = {run.key: {record["id"]: by_run[run.key][record["id"]]["robust"] if record["correct"] > 0 else 0.0
+                             for record in clean_records} for run in pointwise}  # as the metrics count them
     illusion = illusion_findings(attacks, prepared.adversary.threshold, served_temperature=info.temperature,
-                                 calibration=calibration, adversary=adversary)
+                                 calibration=calibration, adversary=adversary, per_example=per_example)
     for finding in illusion.findings:
         logger.warning("%s: illusion of robustness: %s", prepared.name, finding["message"])
     return Results(
