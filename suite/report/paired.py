@@ -10,6 +10,9 @@ row's number, and tests each difference on the examples:
 - fractional correctness (a randomized ensemble's exact expected correctness): the paired
   sign-flip (randomisation) test of the per-example differences, which for 0/1 values is the
   same sign test.
+
+An evaluation's illusion-of-robustness findings (:mod:`suite.evaluation.illusion`) test their
+drops with :func:`paired_test` too, on the run's records in memory.
 """
 
 from __future__ import annotations
