@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from suite.report.paired import paired_test
+from suite.report.paired import paired_test, shown_p
 from suite.report.results import AttackEntry, IllusionEntry
 
 #: T_cal beyond which a model's own logits count as overconfident (its NLL-optimal temperature
@@ -82,8 +82,7 @@ def illusion_findings(attacks: Mapping[str, AttackEntry], threshold: float, *, s
                 "test": test,
                 "message": (f"{key}: {why} lowers robust accuracy from {100 * reference:.1f}% ({reference_key}) to "
                             f"{100 * entry.robust_accuracy:.1f}%, {100 * drop:.1f} pp"
-                            + ("" if p_value is None else
-                               f" (paired p{'<0.001' if p_value < 0.001 else f'={p_value:.2g}'})")),
+                            + ("" if p_value is None else f" (paired {shown_p(p_value)})")),
             })
     mechanism, detail = None, None
     if any(attacks[finding["attack"]].adversary != "none" for finding in findings):

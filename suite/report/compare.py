@@ -38,7 +38,7 @@ from typing import Any
 
 from suite.errors import ConfigError
 from suite.intervals import wilson_interval
-from suite.report.paired import RECORDS_FILE, Outcomes, RunRecords, paired_test, row_outcomes
+from suite.report.paired import RECORDS_FILE, Outcomes, RunRecords, paired_test, row_outcomes, shown_p
 from suite.report.results_file import read_results
 from suite.report.results import Results
 from suite.report.table import format_rows, percent
@@ -381,8 +381,7 @@ def _difference(found: Difference | None) -> str:
         return "-"
     text = f"{100 * found.value:+.1f} pp".replace("-0.0 pp", "+0.0 pp")
     if found.p_value is not None:
-        p = "p<0.001" if found.p_value < 0.001 else f"p={found.p_value:.2g}"
-        return f"{text} ({'' if found.p_value < SIGNIFICANCE else 'n.s., '}{p})"
+        return f"{text} ({'' if found.p_value < SIGNIFICANCE else 'n.s., '}{shown_p(found.p_value)})"
     return f"{text} {WITHIN}" if found.overlap else text
 
 

@@ -151,6 +151,11 @@ def paired_test(first: Outcomes, other: Outcomes) -> tuple[float, str] | None:
     return (extreme + 1) / (SIGN_DRAWS + 1), f"sign-flip over {SIGN_DRAWS} draws"
 
 
+def shown_p(p_value: float) -> str:
+    """A p-value as the tables and messages show it: ``p=0.0078``, ``p<0.001``."""
+    return "p<0.001" if p_value < 0.001 else f"p={p_value:.2g}"
+
+
 def _binomial_two_sided(k: int, n: int) -> float:
     """P(X <= k or X >= n - k) for X ~ Binomial(n, 1/2), k <= n / 2: the exact two-sided p-value
     of the sign test, in integers and rounded once (0.13 s at n = 50,000)."""
