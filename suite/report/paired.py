@@ -106,7 +106,10 @@ def row_outcomes(records: RunRecords, run: Results, rows: Mapping[tuple[str, str
             values: Outcomes | None = correct
         elif row[0] == "worst case":
             group = run.threat_models.get(own)
-            parts = [robust(key) for key in group.attacks] if group is not None else [None]
+            # Results written before threat_models: the worst case over every attack of the threat.
+            keys = group.attacks if group is not None else [key for key, entry in run.attacks.items()
+                                                            if entry.threat.label == own]
+            parts = [robust(key) for key in keys] or [None]
             values = None if any(part is None for part in parts) else {
                 example: min([correct[example], *(part[example] for part in parts)]) for example in ids}
         else:
