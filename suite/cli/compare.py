@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
 def handle(args: argparse.Namespace) -> int:
     import json
 
-    from suite.report import compare
+    from suite.report import compare, compare_output
     from suite.report.paired import read_records
 
     names = [str(path) for path in args.runs]
@@ -47,7 +47,7 @@ def handle(args: argparse.Namespace) -> int:
     else:
         found = compare.overall_rows(runs, records)
     if args.json:
-        print(json.dumps(compare.as_json(names, runs, found, records), indent=2))
+        print(json.dumps(compare_output.as_json(names, runs, found, records), indent=2))
     else:
-        print(compare.table(names, runs, found, records))
+        print(compare_output.table(names, runs, found, records))
     return 0
