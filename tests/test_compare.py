@@ -296,3 +296,15 @@ def test_per_class_lists_every_class(runs, capsys):
         difference = f"{100 * (other_pgd.robust_accuracy - pgd.robust_accuracy):+.1f} pp".replace("-0.0", "+0.0")
         assert line[-1].startswith(difference)
         line_of(out, "worst case", "linf eps=0.15", group)
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(runs):
+    # `advsuite compare A B --json | head -1`: the pipe closes before the output is written.
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-m", "suite", "compare", str(runs["plain"]), str(runs["at"]), "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child.stdout.close()
+    _, err = child.communicate(timeout=120)
+    assert (child.returncode, err.decode()) == (141, "")  # 128 + SIGPIPE, as a shell tool that stops

@@ -87,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         _SAID.append(True)
         print(f"advsuite{where}: error: {error}", file=sys.stderr)
         sys.exit(error.exit_code)
+    except BrokenPipeError:
+        # The reader of our output left (`advsuite compare ... --json | head`): nothing to say to
+        # it, and no traceback; later writes, and the flush at exit, go nowhere (the recipe of
+        # Python's documentation, "Note on SIGPIPE"). The suite itself writes to no other pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(128 + signal.SIGPIPE)
     except (WriteError, OSError) as error:
         _SAID.append(True)
         if not isinstance(error, WriteError):
