@@ -49,7 +49,7 @@ def attack_metrics(clean: Sequence[Mapping[str, Any]], attacked: Records) -> dic
     results = [attacked[record["id"]] for record in targets]
     removed = [record["correct"] - result["robust"] for record, result in zip(targets, results)]
     mass, total_removed = sum(record["correct"] for record in targets), sum(removed)
-    per_example = [attacked[record["id"]]["robust"] if record["correct"] > 0 else 0.0 for record in clean]
+    per_example = list(robust_by_example(clean, attacked).values())
     return {
         "robust_accuracy": sum(result["robust"] for result in results) / n if n else 0.0,
         "robust_accuracy_ci": list(accuracy_interval(per_example)),
@@ -63,6 +63,12 @@ def attack_metrics(clean: Sequence[Mapping[str, Any]], attacked: Records) -> dic
         ),
         "seconds": sum(result["seconds"] for result in results),
     }
+
+
+def robust_by_example(clean: Sequence[Mapping[str, Any]], attacked: Records) -> dict[str, float]:
+    """Each example's robust correctness under one attack, by id in evaluation order (0 for an
+    example not attacked: its clean correctness was 0)."""
+    return {record["id"]: attacked[record["id"]]["robust"] if record["correct"] > 0 else 0.0 for record in clean}
 
 
 def _worst(record: Mapping[str, Any], attacked: Sequence[Records]) -> float:

@@ -23,6 +23,7 @@ from suite.evaluation.metrics import (
     accuracy,
     attack_metrics,
     broken_only_by,
+    robust_by_example,
     worst_case_interval,
     worst_case_robust_accuracy,
 )
@@ -82,8 +83,7 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
     labels = [ex.label for ex in eval_set.examples]
     calibration = calibration_metrics(clean.logits, labels)
     after = calibration_after(clean.logits, labels, adversary)
-    per_example = {run.key: {record["id"]: by_run[run.key][record["id"]]["robust"] if record["correct"] > 0 else 0.0
-                             for record in clean_records} for run in pointwise}  # as the metrics count them
+    per_example = {run.key: robust_by_example(clean_records, by_run[run.key]) for run in pointwise}
     illusion = illusion_findings(attacks, prepared.adversary.threshold, served_temperature=info.temperature,
                                  calibration=calibration, adversary=adversary, per_example=per_example)
     for finding in illusion.findings:
