@@ -77,10 +77,14 @@ class StepSchedule:
 
     :meth:`observe` is called once per iteration k = 0, 1, … with the rows still moving, their
     iterates x⁽ᵏ⁾, gradients and objective values; it returns the (possibly restarted) points and
-    gradients to step from. ``halvings`` lists, per checkpoint, the rows whose step size halved.
+    gradients to step from. Rows only ever stop, so each call's rows are some of the last call's:
+    the schedule then keeps the state of those rows only (``rows``), gathered once, and reads and
+    replaces it whole at every step. ``halvings`` lists, per checkpoint, the rows whose step size
+    halved.
     """
 
     def __init__(self, rows: int, steps: int, eta: float, rho: float, device: torch.device):
+        self.rows = torch.arange(rows, device=device)
         self.eta = torch.full((rows,), float(eta), device=device)
         self.rho = rho
         points = checkpoints(steps)
@@ -93,62 +97,66 @@ class StepSchedule:
         self.best_at_check = torch.full((rows,), float("-inf"), device=device)
         self.best_point: torch.Tensor | None = None
         self.best_grad: torch.Tensor | None = None
-        self.halvings: list[tuple[int, torch.Tensor]] = []
+        self._halved: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+
+    @property
+    def halvings(self) -> list[tuple[int, torch.Tensor]]:
+        """Per checkpoint k, the rows whose step size halved there (read from the device only
+        when asked: the search itself never waits for them)."""
+        return [(k, rows[halve]) for k, rows, halve in self._halved]
+
+    _STATE = ("eta", "last_value", "best_value", "increases", "eta_at_check", "best_at_check", "best_point", "best_grad")
+
+    def follow(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """Keep the state of ``rows`` only (sorted, and some of the rows held); the positions of
+        ``rows`` among the rows held, or ``None`` when they are all of them."""
+        if len(rows) == len(self.rows):
+            return None
+        positions = torch.searchsorted(self.rows, rows)
+        for name in self._STATE:
+            store = getattr(self, name)
+            if store is not None:
+                setattr(self, name, store[positions])
+        self.rows = rows
+        return positions
 
     def observe(self, rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor,
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         k = self.k
         self.k += 1
+        self.follow(rows)
         if self.best_point is None:
-            self.best_point = torch.zeros((len(self.eta), *points.shape[1:]), dtype=points.dtype, device=points.device)
-            self.best_grad = torch.zeros_like(self.best_point)
-        # ``rows`` are sorted and distinct (the search's contract), so as many as the schedule
-        # has are all of them, in order: the state is then read and replaced whole rather than
-        # gathered and scattered by the index. The same values with fewer kernel launches (18 a
-        # step become 7): on a GPU at batch 64 the host's issuing of them bounds a step.
-        whole = len(rows) == len(self.eta)
-
-        def at(store: torch.Tensor) -> torch.Tensor:
-            return store if whole else store[rows]
-
-        if k == 0 and whole:
+            self.best_point = torch.zeros_like(points)
+            self.best_grad = torch.zeros_like(points)
+        # Every quantity is per row, and the state is that of the rows handed, in order: it is
+        # read and replaced whole, with no gather, scatter or read of the device between the
+        # checkpoints (on a GPU each is a kernel launch, and at batch 64 the host's issuing of
+        # them bounds a step). The caller's tensors are copied, never kept.
+        if k == 0:
             self.best_at_check.copy_(values)  # f_max⁽⁰⁾ = f(x⁽⁰⁾)
-        elif k == 0:
-            self.best_at_check[rows] = values
-        elif whole:
+        else:
             self.increases += values > self.last_value
-        else:
-            self.increases[rows] += (values > self.last_value[rows]).long()
-        if whole:
-            self.last_value.copy_(values)  # a copy: the caller may still hold ``values``
-        else:
-            self.last_value[rows] = values
-        # x_max and its gradient by masked writes (no wait for the device to count the rows
-        # that improved; see GradientAttack._search); the checkpoints below, a few per run, index.
-        better = values > at(self.best_value)
-        best_value = torch.where(better, values, at(self.best_value)).to(self.best_value.dtype)
+        self.last_value.copy_(values)
+        better = values > self.best_value
+        self.best_value = torch.where(better, values, self.best_value).to(self.best_value.dtype)
         rowwise = better.view((-1,) + (1,) * (points.dim() - 1))
-        best_point = torch.where(rowwise, points, at(self.best_point))
-        best_grad = torch.where(rowwise, grad, at(self.best_grad))
-        if whole:  # new tensors from torch.where: nothing else holds them
-            self.best_value, self.best_point, self.best_grad = best_value, best_point, best_grad
-        else:
-            self.best_value[rows], self.best_point[rows], self.best_grad[rows] = best_value, best_point, best_grad
+        self.best_point = torch.where(rowwise, points, self.best_point)
+        self.best_grad = torch.where(rowwise, grad, self.best_grad)
         if k in self.windows:
-            condition_1 = self.increases[rows] < self.rho * self.windows[k]
-            condition_2 = (self.eta[rows] == self.eta_at_check[rows]) & (self.best_value[rows] <= self.best_at_check[rows])
+            condition_1 = self.increases < self.rho * self.windows[k]
+            condition_2 = (self.eta == self.eta_at_check) & (self.best_value <= self.best_at_check)
             halve = condition_1 | condition_2
-            self.eta_at_check[rows] = self.eta[rows]
-            self.best_at_check[rows] = self.best_value[rows]
-            self.increases[rows] = 0
-            restarted = rows[halve]
-            self.eta[restarted] /= 2
-            self.halvings.append((k, restarted.clone()))
-            if len(restarted):
-                points, grad = points.clone(), grad.clone()
-                points[halve] = self.best_point[restarted]
-                grad[halve] = self.best_grad[restarted]
-                self.last_value[restarted] = self.best_value[restarted]
+            self.eta_at_check = self.eta.clone()
+            self.best_at_check = self.best_value.clone()
+            self.increases.zero_()
+            self.eta = torch.where(halve, self.eta / 2, self.eta)
+            self._halved.append((k, rows, halve))
+            # The rows that halve restart from x_max, with its stored gradient (masked writes:
+            # the same values as indexing, without reading how many restart).
+            restart = halve.view(rowwise.shape)
+            points = torch.where(restart, self.best_point, points)
+            grad = torch.where(restart, self.best_grad, grad)
+            self.last_value = torch.where(halve, self.best_value, self.last_value)
         return points, grad
 
 
@@ -162,24 +170,27 @@ def apgd_updater(attack: GradientAttack, steps: int, rho: float = 0.75, momentum
         schedule = StepSchedule(len(origin), steps, 2 * attack.eps, rho, origin.device)
         if schedules is not None:
             schedules.append(schedule)
-        previous = start.clone()
         shape = (-1,) + (1,) * (origin.dim() - 1)
+        # The origins and last iterates of the rows the schedule holds: when rows stop, the rest
+        # are gathered once, with the schedule's state.
+        held = {"origin": origin, "previous": start}
 
         def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
             first = schedule.k == 0
+            positions = schedule.follow(rows)
+            if positions is not None:
+                held.update(origin=held["origin"][positions], previous=held["previous"][positions])
             points, grad = schedule.observe(rows, points, grad, values)
-            whole = len(rows) == len(origin)  # every row, in order (as in StepSchedule.observe)
-            size, centre = (schedule.eta, origin) if whole else (schedule.eta[rows], origin[rows])
+            centre, size = held["origin"], schedule.eta
             z = attack._project(points + attack.geometry.step(grad, 1.0) * size.view(shape), centre)
             if first:
                 moved = z
             else:
-                last = previous if whole else previous[rows]
+                last = held["previous"]
                 moved = attack._project(points + momentum * (z - points) + (1 - momentum) * (points - last), centre)
-            if whole:
-                previous.copy_(points)
-            else:
-                previous[rows] = points
+            # The driver never writes the points it hands (GradientAttack._search), so the last
+            # iterate is kept as it is, with no copy.
+            held["previous"] = points
             return moved
 
         return update

@@ -30,8 +30,8 @@ from pydantic import Field, model_validator
 
 from suite.attacks.base import Attack, AttackOutput, Threat
 from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, Linf
-from suite.attacks.image.search import (EVALUATION, TRAINING, Found, HostCopy, LiveRows, Search, SearchMode,
-                                        moving_rows, on_examples, select_rows)
+from suite.attacks.image.search import (EVALUATION, TRAINING, Found, HostCopy, Search, SearchMode, on_examples,
+                                        select_rows)
 from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
 from suite.models.base import Classifier
@@ -168,8 +168,11 @@ class GradientAttack(Attack):
             x, y, start: Origins, labels and starting points of the R rows.
             update: ``update(rows, points, gradients, values)`` returns the next (projected)
                 points of ``rows`` from their current points, gradients and objective values.
-                ``rows`` are sorted and distinct, so all R of them are ``0 … R−1`` in order
-                (APGD's schedule then replaces its state whole).
+                ``rows`` index the R rows; they are sorted and distinct, and rows only ever
+                stop, so each call's rows are some of the last call's (all R of them, ``0 …
+                R−1`` in order, until one stops). An update may keep ``points`` (they are
+                never written afterwards) and may follow its rows' state by one gather when
+                they change (APGD's schedule, :func:`.apgd.apgd_updater`).
             targets: Target class per row for targeted objectives.
             groups: Example index per row; all rows of an example stop as soon as one of them
                 is misclassified. Defaults to one example per row.
@@ -180,78 +183,61 @@ class GradientAttack(Attack):
         row_per_example = groups is None
         groups = torch.arange(rows_total, device=x.device) if groups is None else groups
         done = torch.zeros(int(groups.max()) + 1 if rows_total else 0, dtype=torch.bool, device=x.device)
-        current = start.clone()
-        best = start.clone()
-        values = torch.full((rows_total,), float("-inf"), device=x.device)
-        predictions = y.clone()
-        success = torch.zeros(rows_total, dtype=torch.bool, device=x.device)
-        queries = torch.zeros(rows_total, dtype=torch.long, device=x.device)
-        # Which rows are live is decided on the host from a copy of ``done`` taken right after
-        # the forward pass that updates it (HostCopy): waiting for it does not wait for the
-        # backward pass and update queued behind it, so on CUDA the device keeps working while
-        # the host sizes the next pass. The rows are exactly those of a synchronous read.
-        live_rows = LiveRows(rows_total, x.device)
-        live = every_row = live_rows.every
+        # What the search keeps, for every row: written when a row stops, and at the end.
+        kept = Search(start.clone(), y.clone(), torch.full((rows_total,), float("-inf"), device=x.device),
+                      torch.zeros(rows_total, dtype=torch.bool, device=x.device),
+                      torch.zeros(rows_total, dtype=torch.long, device=x.device))
+        if rows_total == 0:
+            return kept
+        # The same for the live rows only, compacted: while no row has stopped that is every row,
+        # and when rows stop their state is written out and the rest gathered once, so a step
+        # indexes nothing (each gather and scatter of the images is a pass over them on the
+        # device: at ResNet-50 224², batch 256 on an H200, 1.4 ms of a 80 ms step).
+        ids = torch.arange(rows_total, device=x.device)
+        live = Search(start.clone(), y.clone(), kept.values.clone(), kept.success.clone(), kept.queries.clone())
+        current, labels, live_targets, live_groups = live.best, y, targets, groups
+        # Which rows stop is decided on the host from a copy of ``done`` taken right after the
+        # forward pass that updates it (HostCopy): waiting for it does not wait for the backward
+        # pass queued behind it, so on CUDA the device keeps working while the host sizes the
+        # next pass. The rows are exactly those of a synchronous read.
         if mode.stop_on_success:
-            groups_host, done_host = HostCopy(groups).get(), HostCopy(done)
-        # While every row is live (``live is every_row``), the per-row state is read and replaced
-        # whole rather than gathered and scattered by the index: the same values, fewer calls
-        # for the host to issue each step (on a GPU the host's work bounds a step's time once
-        # it waits for nothing; see docs/attacks/measured.md).
-
-        def at(store: torch.Tensor) -> torch.Tensor:
-            """The live rows of ``store``."""
-            return store if live is every_row else store[live]
-
-        def kept(store: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
-            """``store`` with ``new`` as its live rows."""
-            if live is every_row:
-                return new
-            store[live] = new
-            return store
-
+            groups_host = HostCopy(groups).get()
         for step in range(steps + 1):
-            # Where nothing stops (training), every row is live at every step, with no wait.
-            if mode.stop_on_success:
-                if live_rows.update(~done_host.get()[groups_host]) == 0:
-                    break
-                live = live_rows.index
             grad_needed = step < steps
-            inputs = current[live].requires_grad_(grad_needed)
+            # ``current`` is never written in place (each step's points are a new tensor), so the
+            # pass reads it as it is; the last pass, with no gradient, reads a copy (a model that
+            # writes its input in place cannot change the kept iterate).
+            inputs = current.detach().requires_grad_(True) if grad_needed else current.clone()
             with autocast(model.device, self.precision):
                 logits = model.logits(inputs, grad=grad_needed)
-            queries = kept(queries, at(queries) + 1)
-            labels = at(y)
+            live.queries = live.queries + 1
             if mode.objective is not None:
-                value = mode.objective(logits.float(), at(groups))
+                value = mode.objective(logits.float(), live_groups)
             else:
-                value = objective(loss, logits, labels, None if targets is None else at(targets))
+                value = objective(loss, logits, labels, live_targets)
             predicted = logits.detach().argmax(dim=1)
             hit = predicted != labels
             scored = value.detach()
-            # Masked writes (torch.where over the live rows) rather than boolean indexing: the
-            # same values, and the host never waits for the device to count the rows kept (on
-            # CUDA every such count drains the device's queue). Where rows stop, the host reads
-            # which ones from ``done_host`` (above), once a step.
+            # Masked writes (torch.where) rather than boolean indexing: the same values, and the
+            # host never waits for the device to count the rows kept (on CUDA every such count
+            # drains the device's queue).
             if mode.keep == "last":
-                success = kept(success, hit)
-                best = kept(best, inputs.detach())
-                values = kept(values, scored.to(values.dtype))
-                predictions = kept(predictions, predicted)
+                live.success, live.best, live.predictions = hit, inputs.detach(), predicted
+                live.values = scored.to(live.values.dtype)
             else:
-                keep = hit | (scored > at(values))
-                success = kept(success, at(success) | hit)
-                best = kept(best, torch.where(keep.view((-1,) + (1,) * (best.dim() - 1)), inputs.detach(), at(best)))
-                values = kept(values, torch.where(keep, scored, at(values)).to(values.dtype))
-                predictions = kept(predictions, torch.where(keep, predicted, at(predictions)))
+                keep = hit | (scored > live.values)
+                live.success = live.success | hit
+                live.best = torch.where(keep.view((-1,) + (1,) * (current.dim() - 1)), inputs.detach(), live.best)
+                live.values = torch.where(keep, scored, live.values).to(live.values.dtype)
+                live.predictions = torch.where(keep, predicted, live.predictions)
             if mode.stop_on_success:
-                if row_per_example and live is every_row:
+                if row_per_example and len(ids) == rows_total:
                     done = done | hit
                 elif row_per_example:  # a live row's example is not done yet: or-ing is writing
-                    done[live] = hit
+                    done[ids] = hit
                 else:
-                    done |= torch.zeros(len(done), dtype=torch.long, device=done.device).index_add_(
-                        0, at(groups), hit.long()).bool()
+                    done = done | torch.zeros(len(done), dtype=torch.long, device=done.device).index_add_(
+                        0, live_groups, hit.long()).bool()
                 done_host = HostCopy(done)
             if not grad_needed:
                 break
@@ -260,14 +246,25 @@ class GradientAttack(Attack):
             # point, which is in no threat model: a NaN component takes no step, an infinite one
             # the largest float's (its direction). A finite gradient is unchanged, bit for bit.
             grad = grad.nan_to_num()
-            rows, points = live, inputs.detach()
+            points = inputs.detach()
             if mode.stop_on_success:
-                moving = moving_rows(~done_host.get()[groups_host[live_rows.host]], x.device)
-                if moving is not None:  # some rows stopped at this step: the others move on
-                    rows, points, grad, scored = live[moving], points[moving], grad[moving], scored[moving]
-            if len(rows):
-                current[rows] = update(rows, points, grad, scored)
-        return Search(best, predictions, values, success, queries)
+                still = ~done_host.get()[groups_host]
+                if not bool(still.all()):  # some rows stopped at this step: keep what they found
+                    stopped = (~still).nonzero().squeeze(1).to(x.device, non_blocking=True)
+                    _write_rows(kept, ids[stopped], live, stopped)
+                    moving = still.nonzero().squeeze(1).to(x.device, non_blocking=True)
+                    groups_host = groups_host[still]
+                    ids, live = ids[moving], _rows_of(live, moving)
+                    labels, live_groups = labels[moving], live_groups[moving]
+                    live_targets = None if live_targets is None else live_targets[moving]
+                    points, grad, scored = points[moving], grad[moving], scored[moving]
+                    if len(ids) == 0:
+                        return kept
+            current = update(ids, points, grad, scored)
+        if len(ids) == rows_total:
+            return live
+        _write_rows(kept, ids, live, None)
+        return kept
 
     def _restarts(
         self,
@@ -340,7 +337,7 @@ class GradientAttack(Attack):
         """Steepest-ascent update (sign for L∞, normalised gradient for L2) of size ``alpha``."""
 
         def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-            return self._project(points + self.geometry.step(grad, alpha), x[rows])
+            return self._project(points + self.geometry.step(grad, alpha), x if len(rows) == len(x) else x[rows])
 
         return update
 
@@ -365,6 +362,19 @@ class NormChoiceAttack(GradientAttack):
 
     def params(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True)
+
+
+def _rows_of(search: Search, index: torch.Tensor) -> Search:
+    """The rows ``index`` of ``search``."""
+    return Search(search.best[index], search.predictions[index], search.values[index], search.success[index],
+                  search.queries[index])
+
+
+def _write_rows(into: Search, rows: torch.Tensor, source: Search, index: torch.Tensor | None) -> None:
+    """Write the rows ``index`` of ``source`` (all of them: ``None``) into the rows ``rows`` of ``into``."""
+    for name in ("best", "predictions", "values", "success", "queries"):
+        values = getattr(source, name)
+        getattr(into, name)[rows] = values if index is None else values[index]
 
 
 def top_targets(model: Classifier, x: torch.Tensor, y: torch.Tensor, k: int | None) -> torch.Tensor:
