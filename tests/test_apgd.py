@@ -443,3 +443,42 @@ def test_search_steps_read_the_device_only_through_host_copies(training, monkeyp
     assert reads.device <= checkpoint_reads + 8, reads.device
     # The rows that move on, once a step with a gradient, from the host's copy.
     assert reads.host == (0 if training else steps), reads.host
+
+
+def test_a_search_indexes_its_images_only_when_rows_stop(digits_model, digits_examples, monkeypatch):
+    """The search keeps its live rows compacted: a pass with as many rows as the pass before is
+    reached with no gather or scatter of the images (on a GPU each is a pass over them), in the
+    driver and in APGD's schedule alike. Before, every step after the first stop gathered and
+    scattered the iterate, the kept iterate, x_max and its gradient, and the last iterate."""
+
+    class Indexing(torch.overrides.TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.passes: list[list[int]] = []  # per forward pass: its rows, then the images indexed before the next
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if (getattr(func, "__name__", "") in ("__getitem__", "__setitem__") and isinstance(args[1], torch.Tensor)
+                    and args[0].dim() == 4 and self.passes):
+                self.passes[-1][1] += 1
+            return func(*args, **(kwargs or {}))
+
+    counting = Indexing()
+    logits = digits_model.logits
+
+    def counted(batch, **kwargs):
+        counting.passes.append([len(batch), 0])
+        return logits(batch, **kwargs)
+
+    monkeypatch.setattr(digits_model, "logits", counted)
+    x = torch.stack([example.input for example in digits_examples[:32]])
+    y = torch.tensor([example.label for example in digits_examples[:32]])
+    attack = build_attack("apgd_ce", {"eps": 0.01, "steps": 60})
+    with counting:
+        attack._perturb(digits_model, x, y, [torch.Generator().manual_seed(i) for i in range(len(x))])
+    sizes = [rows for rows, _ in counting.passes]
+    assert len(sizes) == 61 and len(set(sizes)) >= 8  # examples stopped at many steps, and some never did
+    for (rows, indexed), (next_rows, _) in zip(counting.passes, counting.passes[1:]):
+        if next_rows == rows:
+            assert indexed == 0, (rows, indexed)
+        else:
+            assert indexed > 0
