@@ -33,7 +33,7 @@ from pydantic import Field
 
 from suite.attacks.base import AttackOutput, register_attack
 from suite.attacks.image.driver import NormChoiceAttack, autocast
-from suite.attacks.image.search import EVALUATION, HostCopy, LiveRows, SearchMode, moving_rows
+from suite.attacks.image.search import EVALUATION, HostCopy, SearchMode
 from suite.data.base import Example
 from suite.errors import ConfigError
 from suite.losses import cross_entropy, reduce_loss
@@ -115,47 +115,53 @@ class RECAttack(NormChoiceAttack):
                 break
             origin = x[todo]
             current = self._starts(origin, todo, generators) if self.rand_init else origin.clone()
-            done = torch.zeros(len(todo), dtype=torch.bool, device=x.device)
-            # As in the shared search (GradientAttack._search): masked writes, and the rows that
-            # stop read from a copy of ``done`` taken after the forward pass (HostCopy), so on CUDA
-            # the host does not drain the device's queue at every step.
-            done_host, live_rows = HostCopy(done), LiveRows(len(todo), x.device)
+            # The live rows' state, compacted (as in the shared search, GradientAttack._search):
+            # ``rows`` are their indices in the batch; when rows stop, what they found is written
+            # out and the rest are gathered once, so a step indexes nothing. The rows that stop
+            # are read from a copy taken after the forward pass (HostCopy), so on CUDA the host
+            # does not drain the device's queue at every step.
+            rows, labels = todo, y[todo]
+            kept, kept_l, kept_loss = best[todo], best_l[todo], best_loss[todo]
+            spent = torch.zeros(len(todo), dtype=torch.long, device=x.device)
             for iteration in range(self.steps + 1):
-                if live_rows.update(~done_host.get()) == 0:
-                    break
-                live = live_rows.index
                 grad_needed = iteration < self.steps
-                inputs = current[live].requires_grad_(grad_needed)
+                inputs = current.detach().requires_grad_(True) if grad_needed else current.clone()
                 extra = self._members(state)
                 with autocast(model.device, self.precision):
                     logits = model.member_logits(inputs, grad=grad_needed, members=extra).float()
                 active_logits = logits[: len(state.active)]
-                value = self._loss(logits, y[todo[live]], state)
+                value = self._loss(logits, labels, state)
                 # L from the same forward pass (the ensemble's own formula, on its active members).
-                expected = expected_accuracy(active_logits.detach(), y[todo[live]], model.alphas,
-                                             state.active).to(x.device)
-                queries[todo[live]] += 1
-                rows = todo[live]
-                lower = expected < best_l[rows] - L_TOLERANCE
-                tie = (expected - best_l[rows]).abs() <= L_TOLERANCE
-                better = lower | (tie & (value.detach() > best_loss[rows]))
-                rowwise = better.view((-1,) + (1,) * (best.dim() - 1))
-                best[rows] = torch.where(rowwise, inputs.detach(), best[rows])
-                best_l[rows] = torch.where(better, torch.minimum(best_l[rows], expected), best_l[rows])
-                best_loss[rows] = torch.where(better, value.detach(), best_loss[rows])
-                done[live] = done[live] | (expected <= L_TOLERANCE)
-                done_host = HostCopy(done)
+                expected = expected_accuracy(active_logits.detach(), labels, model.alphas, state.active).to(x.device)
+                spent = spent + 1
+                lower = expected < kept_l - L_TOLERANCE
+                tie = (expected - kept_l).abs() <= L_TOLERANCE
+                better = lower | (tie & (value.detach() > kept_loss))
+                kept = torch.where(better.view((-1,) + (1,) * (best.dim() - 1)), inputs.detach(), kept)
+                kept_l = torch.where(better, torch.minimum(kept_l, expected), kept_l)
+                kept_loss = torch.where(better, value.detach(), kept_loss)
+                done_host = HostCopy(expected <= L_TOLERANCE)  # a live row is not done yet
                 if not grad_needed:
                     break
                 (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, n), inputs)
                 grad = grad.nan_to_num()  # a NaN step would be a NaN point (as in GradientAttack._search)
-                index, points = live, inputs.detach()
-                moving = moving_rows(~done_host.get()[live_rows.host], x.device)
-                if moving is not None:
-                    index, points, grad = live[moving], points[moving], grad[moving]
-                if len(index):
-                    step = self.geometry.step(grad.float(), self.step_size)
-                    current[index] = self._project(points + step, origin[index])
+                points = inputs.detach()
+                still = ~done_host.get()
+                if not bool(still.all()):
+                    stopped = (~still).nonzero().squeeze(1).to(x.device, non_blocking=True)
+                    best[rows[stopped]], best_l[rows[stopped]] = kept[stopped], kept_l[stopped]
+                    best_loss[rows[stopped]] = kept_loss[stopped]
+                    queries[rows[stopped]] += spent[stopped]
+                    moving = still.nonzero().squeeze(1).to(x.device, non_blocking=True)
+                    rows, labels, origin, spent = rows[moving], labels[moving], origin[moving], spent[moving]
+                    kept, kept_l, kept_loss = kept[moving], kept_l[moving], kept_loss[moving]
+                    points, grad = points[moving], grad[moving]
+                    if len(rows) == 0:
+                        break
+                step = self.geometry.step(grad.float(), self.step_size)
+                current = self._project(points + step, origin)
+            best[rows], best_l[rows], best_loss[rows] = kept, kept_l, kept_loss
+            queries[rows] += spent
         return best, queries
 
 

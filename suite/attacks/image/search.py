@@ -109,28 +109,3 @@ class HostCopy:
             self._event.synchronize()
             self._event = None
         return self._value
-
-
-class LiveRows:
-    """The rows a search still runs, as an index on the host (``host``) and on the device
-    (``index``). Rows only ever stop, so as many rows as last time are the same rows: their
-    device index is then reused, and while no row has stopped it is the very tensor ``every``."""
-
-    def __init__(self, total: int, device: torch.device):
-        self.host = torch.arange(total)
-        self.index = self.every = torch.arange(total, device=device)
-
-    def update(self, still: torch.Tensor) -> int:
-        """Keep the rows the host mask ``still`` (over all rows) keeps; how many remain."""
-        if int(still.sum()) != len(self.host):
-            self.host = still.nonzero().squeeze(1)
-            self.index = self.host.to(self.index.device, non_blocking=True)
-        return len(self.host)
-
-
-def moving_rows(still: torch.Tensor, device: torch.device) -> torch.Tensor | None:
-    """Of the live rows, the index (on ``device``) of those the host mask ``still`` keeps;
-    ``None`` when it keeps them all (the caller then takes them whole, with no gather)."""
-    if bool(still.all()):
-        return None
-    return still.nonzero().squeeze(1).to(device, non_blocking=True)
