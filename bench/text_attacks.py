@@ -298,7 +298,8 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
             if args.json:  # after every comparison: a run cut short keeps what it measured
                 args.json.write_text(json.dumps(report, indent=2) + "\n")
             said = [f"{recipe} n={row['n']}: plain {plain['wall']:.1f} s (loop {plain['loop']:.1f} s, model calls "
-                    f"{plain['model_seconds']:.1f} s, passes {plain['passes']}, rows {plain['rows']})"]
+                    f"{plain['model_seconds']:.1f} s, passes {plain['passes']}, rows {plain['rows']}, "
+                    f"phases {plain['phases']})"]
             for side in args.sides[1:]:
                 other, prefix = sides[side], "" if side == "suite" else f"{side}_"
                 said.append(f"{SIDE_NAMES[side]} end to end x{row[prefix + 'end_to_end_ratio']:.2f} "
@@ -306,7 +307,8 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
                             f"identical {row[prefix + 'identical_examples']}/{row['n']} "
                             f"({row[prefix + 'identical_to_the_model']} to the model)"
                             + ("" if other.get("passes") is None else f", passes {other['passes']}, rows "
-                               f"{other['rows']}, model calls {other['model_seconds']:.1f} s"))
+                               f"{other['rows']}, model calls {other['model_seconds']:.1f} s")
+                            + ("" if other.get("phases") is None else f", phases {other['phases']}"))
             print("; ".join(said), flush=True)
     return report
 
@@ -329,7 +331,11 @@ def _speed_child(side: str, recipe: str, examples: Path, model_dir: Path, workdi
 def _command(recipe: str, examples: Path, model_dir: Path, run_dir: Path, device: str) -> dict:
     """The ``advsuite evaluate`` command on the same model and examples, in a fresh process, as a
     user runs it: what it found per example (from its records) and its loop time (from its
-    results). Its passes, rows and phases are not counted: nothing is hooked into it."""
+    results). Its passes and rows are not counted: nothing is hooked into it. Its phases come
+    from its results: ``run`` is its task's time from the clean pass to the end of the attack
+    (``compute_seconds``) less the loop, of which ``clean pass`` is the clean pass; ``outside
+    the run`` is the rest of the process's wall time (start-up, imports, loading the model,
+    building the attack, the checks, the summary and the results, exit)."""
     import subprocess
 
     # This environment's console script; where it has none (the GPU machine, which puts the
@@ -346,8 +352,12 @@ def _command(recipe: str, examples: Path, model_dir: Path, run_dir: Path, device
     wall = time.perf_counter() - start
     if done.returncode:
         raise SystemExit(f"advsuite evaluate failed (exit {done.returncode}): see {log}")
-    return {**_found(run_dir, recipe), "wall": wall, "passes": None, "rows": None, "model_seconds": None,
-            "phases": None}
+    found = _found(run_dir, recipe)
+    results = json.loads((run_dir / "results.json").read_text())
+    phases = {"outside the run": round(wall - results["compute_seconds"], 3),
+              "clean pass": round(results["clean_seconds"], 3),
+              "run outside the loop": round(results["compute_seconds"] - found["loop"], 3)}
+    return {**found, "wall": wall, "passes": None, "rows": None, "model_seconds": None, "phases": phases}
 
 
 def _found(run_dir: Path, recipe: str) -> dict:
