@@ -11,7 +11,8 @@ import contextlib
 import hashlib
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -74,3 +75,41 @@ def deterministic_kernels() -> Iterator[None]:
         torch.use_deterministic_algorithms(saved[0])
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[1], saved[2]
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[3], saved[4]
+
+
+#: Draws of at least this many values go to threads (below it a thread's hand-off costs more
+#: than the draw: an 8×8 digit is 64 values, a 224² image 150,528).
+PARALLEL_DRAW = 1 << 14
+_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (process id, workers, the pool)
+
+
+def per_generator(draw: Callable[[torch.Generator], torch.Tensor], generators: Sequence[torch.Generator],
+                  size: int) -> list[torch.Tensor]:
+    """``[draw(g) for g in generators]``, the same values, drawn in parallel threads when each draw
+    is ``size`` ≥ :data:`PARALLEL_DRAW` values: one task per distinct generator, which makes that
+    generator's draws in their order in ``generators`` (the rows of an example share its
+    generator). PyTorch's CPU draws release the GIL and each generator is only ever used by one
+    thread, so the values are those of the loop. A search's random starts are drawn so
+    (:func:`suite.attacks.image.norms.random_starts`): while they are drawn on the host, a GPU
+    waits for them."""
+    global _pool
+    groups: dict[int, list[int]] = {}
+    for position, generator in enumerate(generators):
+        groups.setdefault(id(generator), []).append(position)
+    drawn: list[torch.Tensor | None] = [None] * len(generators)
+
+    def run(positions: list[int]) -> None:
+        for position in positions:
+            drawn[position] = draw(generators[position])
+
+    threads = torch.get_num_threads()  # the process's share of the machine (accelerate sets it per process)
+    if threads < 2 or len(groups) < 2 or size < PARALLEL_DRAW:
+        for positions in groups.values():
+            run(positions)
+        return drawn  # type: ignore[return-value]
+    if _pool is None or _pool[:2] != (os.getpid(), threads):  # a forked child has none of its parent's threads
+        if _pool is not None and _pool[0] == os.getpid():
+            _pool[2].shutdown(wait=False)
+        _pool = (os.getpid(), threads, ThreadPoolExecutor(threads, thread_name_prefix="advsuite-draws"))
+    list(_pool[2].map(run, groups.values()))
+    return drawn  # type: ignore[return-value]

@@ -166,3 +166,39 @@ def test_deepwordbug_breaks_the_tiny_text_model_deterministically(sentiment_mode
             assert int(sentiment_model.predict([output.adversarial])[0]) != example.label
     again = run_judged(attack, sentiment_model, examples[::-1], seed=0)[::-1]
     assert [o.adversarial for o in outputs] == [o.adversarial for o in again]
+
+
+@pytest.mark.parametrize("norm", ["linf", "l2", "l1"])
+def test_random_starts_drawn_in_threads_are_those_of_a_loop(norm, monkeypatch):
+    """Random starts of large images are drawn in threads, one per example's generator; rows of
+    one example (its targets) share its generator and draw in their order. The starts, and the
+    generators' states after them, are those of a loop over the rows, bit for bit."""
+    import threading
+
+    from suite import seeding
+    from suite.attacks.image.norms import COST_NORMS, random_starts
+    from suite.seeding import example_generator
+
+    geometry, shape = COST_NORMS[norm], torch.Size((3, 80, 80))  # 19,200 values a row: threads
+    assert shape.numel() >= seeding.PARALLEL_DRAW and torch.get_num_threads() >= 2
+    examples = [str(i) for i in range(9)]
+    rows = [example for example in examples for _ in range(3)][:-1]  # three rows each, the last two
+
+    def generators():
+        made = {example: example_generator(0, "start", example) for example in examples}
+        return [made[example] for example in rows], made
+
+    threaded, after_threads = generators()
+    looped, after_loop = generators()
+    draw, threads = geometry.random_start, set()
+
+    def recorded(*args):
+        threads.add(threading.current_thread().name)
+        return draw(*args)
+
+    monkeypatch.setattr(geometry, "random_start", staticmethod(recorded))
+    drawn = random_starts(geometry, shape, 0.5, threaded)
+    expected = torch.stack([draw(shape, 0.5, generator) for generator in looped])
+    assert threads and all(name.startswith("advsuite-draws") for name in threads)
+    assert torch.equal(drawn, expected)
+    assert all(torch.equal(after_threads[e].get_state(), after_loop[e].get_state()) for e in examples)

