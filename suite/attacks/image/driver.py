@@ -250,8 +250,11 @@ class GradientAttack(Attack):
             if mode.stop_on_success:
                 still = ~done_host.get()[groups_host]
                 if not bool(still.all()):  # some rows stopped at this step: keep what they found
-                    if kept is None:  # the first rows to stop: every row is live, in order, so
-                        kept = live  # what each kept is in place (``live`` is replaced below)
+                    if kept is None:  # the first rows to stop: every row is live, in order, so what
+                        # each kept is in place (``live`` is replaced below). Its best iterates are
+                        # masked writes' outputs, which nothing else holds; the last iterates
+                        # (``keep: last``) are the pass's points, which an update may hold: copied.
+                        kept = live if mode.keep == "best" else _rows_of(live, ids)
                     else:
                         stopped = (~still).nonzero().squeeze(1).to(x.device, non_blocking=True)
                         _write_rows(kept, ids[stopped], live, stopped)
