@@ -353,23 +353,23 @@ def _command(recipe: str, examples: Path, model_dir: Path, run_dir: Path, device
     if done.returncode:
         raise SystemExit(f"advsuite evaluate failed (exit {done.returncode}): see {log}")
     found = _found(run_dir, recipe)
-    results = json.loads((run_dir / "results.json").read_text())
-    phases = {"outside the run": round(wall - results["compute_seconds"], 3),
-              "clean pass": round(results["clean_seconds"], 3),
-              "run outside the loop": round(results["compute_seconds"] - found["loop"], 3)}
+    phases = {"outside the run": round(wall - found["compute_seconds"], 3),
+              "clean pass": round(found["clean_seconds"], 3),
+              "run outside the loop": round(found["compute_seconds"] - found["loop"], 3)}
     return {**found, "wall": wall, "passes": None, "rows": None, "model_seconds": None, "phases": phases}
 
 
 def _found(run_dir: Path, recipe: str) -> dict:
     """A suite run's perturbed text and outcome per example (in row order; an example it did not
-    attack counts as found nowhere), successes and loop time."""
+    attack counts as found nowhere), successes, loop time, and its results' compute and clean seconds."""
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     by_id = {r["id"]: r for r in records if r["kind"] == "attack" and r["attack"] == recipe}
     n = sum(r["kind"] == "clean" for r in records)
     found = [[by_id[f"train-{i}"]["adversarial"], by_id[f"train-{i}"]["robust"] < 1] if f"train-{i}" in by_id
              else [None, False] for i in range(n)]
-    seconds = json.loads((run_dir / "results.json").read_text())["attacks"][recipe]["seconds"]
-    return {"examples": found, "loop": seconds, "successes": sum(b for _, b in found)}
+    results = json.loads((run_dir / "results.json").read_text())
+    return {"examples": found, "loop": results["attacks"][recipe]["seconds"], "successes": sum(b for _, b in found),
+            "compute_seconds": results["compute_seconds"], "clean_seconds": results["clean_seconds"]}
 
 
 def _timed(call, counts: dict):

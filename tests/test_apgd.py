@@ -445,10 +445,11 @@ def test_search_steps_read_the_device_only_through_host_copies(training, monkeyp
     assert reads.host == (0 if training else steps), reads.host
 
 
-def test_a_search_indexes_its_images_only_when_rows_stop(digits_model, digits_examples, monkeypatch):
+@pytest.mark.parametrize("name", ["apgd_ce", "pgd_linf"])
+def test_a_search_indexes_its_images_only_when_rows_stop(name, digits_model, digits_examples, monkeypatch):
     """The search keeps its live rows compacted: a pass with as many rows as the pass before is
     reached with no gather or scatter of the images (on a GPU each is a pass over them), in the
-    driver and in APGD's schedule alike. Before, every step after the first stop gathered and
+    driver and in the updates (APGD's schedule, PGD's origins) alike. Before, every step after the first stop gathered and
     scattered the iterate, the kept iterate, x_max and its gradient, and the last iterate."""
 
     class Indexing(torch.overrides.TorchFunctionMode):
@@ -472,7 +473,7 @@ def test_a_search_indexes_its_images_only_when_rows_stop(digits_model, digits_ex
     monkeypatch.setattr(digits_model, "logits", counted)
     x = torch.stack([example.input for example in digits_examples[:32]])
     y = torch.tensor([example.label for example in digits_examples[:32]])
-    attack = build_attack("apgd_ce", {"eps": 0.01, "steps": 60})
+    attack = build_attack(name, {"eps": 0.01, "steps": 60})
     with counting:
         attack._perturb(digits_model, x, y, [torch.Generator().manual_seed(i) for i in range(len(x))])
     sizes = [rows for rows, _ in counting.passes]

@@ -342,8 +342,14 @@ class GradientAttack(Attack):
     def _ascent(self, x: torch.Tensor, alpha: float) -> Callable:
         """Steepest-ascent update (sign for L∞, normalised gradient for L2) of size ``alpha``."""
 
+        # The origins of the rows still moving: rows only ever stop (see _search), so when some
+        # have, the rest are gathered once rather than at every step.
+        held = {"rows": torch.arange(len(x), device=x.device), "origin": x}
+
         def update(rows: torch.Tensor, points: torch.Tensor, grad: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-            return self._project(points + self.geometry.step(grad, alpha), x if len(rows) == len(x) else x[rows])
+            if len(rows) != len(held["rows"]):
+                held.update(origin=held["origin"][torch.searchsorted(held["rows"], rows)], rows=rows)
+            return self._project(points + self.geometry.step(grad, alpha), held["origin"])
 
         return update
 
