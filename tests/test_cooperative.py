@@ -253,10 +253,18 @@ def test_remembered_word_splits_are_textattacks_own(sentiment_model, examples):
     remembered = strings.words_from_text
     assert remembered.remembered and attacked_text.words_from_text is remembered
     assert not getattr(remembered.original, "remembered", False)
-    texts = [e.input for e in examples] + ["'quoted' well-known e-mail a@b.c", "  spaced\tout  ", "", "中文 句子"]
+    texts = [e.input for e in examples] + ["'quoted' well-known e-mail a@b.c", "  spaced\tout  ", "", "中文 句子",
+                                            "mixed 中文 and 'words' -- here", "no\u00a0break\u3000ideographic\nline",
+                                            "'' -- ** @@ _ ' - x'y-z", "homoglyph ѕрам ɑЬϲ 𝚏ɡ"]
+    # Tokens of every kind the split treats specially, joined by every kind of whitespace: a
+    # text's words are its tokens' words only where TextAttack splits it token by token.
+    rng = random.Random(0)
+    pieces = ["a", "Word", "'", "-", "_", "*", "@", ".", ",", "!", "ѕ", "ɑ", "中", "文", "9", "é", "\u200b"]
+    spaces = [" ", "  ", "\t", "\n", "\u00a0", "\u3000"]
+    texts += ["".join(rng.choice(pieces + spaces) for _ in range(rng.randint(0, 24))) for _ in range(400)]
     for text in texts * 2:  # the second time from the memo
         first = remembered(text)
-        assert first == remembered.original(text)
+        assert first == remembered.original(text), text
         first.append("changed")  # a caller's change reaches no later call
     assert remembered("a b c", ["b"]) == ["a", "c"]
 
