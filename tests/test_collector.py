@@ -71,6 +71,44 @@ def test_a_cycle_that_became_garbage_during_the_block_is_collected_after_it():
     assert gone() is None  # given back: the next collection frees it
 
 
+def test_a_block_inside_a_run_freezes_what_was_made_since_and_the_run_gives_all_back():
+    with long_lived_frozen():
+        outer = gc.get_freeze_count()
+        made = [[] for _ in range(5000)]  # containers the collector tracks, made inside the run
+        with long_lived_frozen():
+            assert gc.get_freeze_count() >= outer + len(made)
+        # the inner block gives nothing back (the run does): what it froze is frozen still
+        assert gc.get_freeze_count() >= outer + len(made)
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+    with long_lived_frozen():  # a block alone (a recipe run outside an evaluation) gives back its own
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_text_recipes_searches_run_with_the_recipe_frozen_too(sentiment_model, monkeypatch):
+    """The recipe and WordNet's index are made inside the run (when the recipe is first built):
+    its searches run with them out of the collector's scans, and the run gives them back."""
+    from suite.attacks.text import cooperative
+    from suite.data.builtin import sentiment
+
+    counts = []
+    inner = cooperative.Driver.run
+
+    def spy(self, searches):
+        counts.append((gc.get_freeze_count(), len(gc.get_objects())))
+        return inner(self, searches)
+
+    monkeypatch.setattr(cooperative.Driver, "run", spy)
+    split = sentiment("test")
+    texts = list(split.inputs[:3])
+    labels = sentiment_model.predict(texts).tolist()  # every example attacked
+    suite.evaluate(sentiment_model, (texts, labels), attacks=["pwws"], adversary=["none"])
+    frozen, unfrozen = counts[0]
+    # what the run made before its searches began (the recipe, WordNet) is frozen as well
+    assert frozen > 1000 and unfrozen < 1000, counts
+    assert gc.get_freeze_count() == 0
+
+
 def test_a_caller_that_manages_the_collector_is_left_alone(seen_frozen):
     net, images, labels = _linear_net()
     gc.disable()

@@ -31,6 +31,7 @@ from suite.attacks.text.cooperative import (Driver, Search, clone_attack, rememb
 from suite.attacks.text.offline import import_textattack
 from suite.attacks.text.resources import NLTK, Resource, require
 from suite.attacks.text.wrapper import make_wrapper
+from suite.collector import long_lived_frozen
 from suite.data.base import Example
 from suite.models.base import Classifier
 from suite.seeding import example_seed
@@ -110,7 +111,10 @@ class TextAttackRecipe(Attack):
                 search.attack.goal_function.query_budget = self.query_budget
             searches.append(search)
         try:
-            driver.run(searches)
+            # The recipe and what earlier batches left (the memo, WordNet's index) live on: out
+            # of the collector's scans while the searches make their many short-lived objects.
+            with long_lived_frozen():
+                driver.run(searches)
         finally:
             # Constraints (shared by the searches) may cache per text: bounded memory across batches.
             template.clear_cache()
