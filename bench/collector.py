@@ -8,7 +8,9 @@ command with rare collections (``quick_start``, over when the run begins) and fr
 before the process ends (``before_exit``). For a text run and an image run, each in fresh
 processes, alternating, three ways:
 
-- ``untouched``: ``suite.evaluate`` with the run's freeze replaced by a no-op (the code before);
+- ``untouched``: ``suite.evaluate`` with the run's freezes replaced by no-ops (the code before);
+- ``run frozen``: the run's freeze only, not the second one a text recipe's searches make of
+  what the run made before them (the recipe, WordNet's index, earlier batches' memo);
 - ``shipped``: ``suite.evaluate`` as it is, then the process exits as any script's does;
 - ``console script``: what the console script does: the model loaded and the run under
   ``quick_start``, then ``before_exit()``.
@@ -22,6 +24,9 @@ interpreter's shutdown).
     python bench/collector.py --repeats 3
     python bench/collector.py --text-model hf:/tmp/text-speed/bert-2layer \\
         --text-dataset hf:/tmp/text-speed/dwb240.jsonl --text-split train --text-n 240
+    python bench/collector.py --cases text --text-attack pwws --ways "run frozen,shipped" \\
+        --text-model hf:/tmp/text-speed/bert-2layer --text-dataset hf:/tmp/text-speed/examples-960.jsonl \\
+        --text-split train --text-n 960
 
 A bench, not a test: timings depend on the machine and its load.
 """
@@ -37,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-WAYS = ("untouched", "shipped", "console script")
+WAYS = ("untouched", "run frozen", "shipped", "console script")
 
 
 def child(way: str, case: dict, out: Path) -> None:
@@ -71,10 +76,13 @@ def child(way: str, case: dict, out: Path) -> None:
     with quick_start() if way == "console script" else nullcontext():
         from suite.models import load_model  # torch, and transformers with the model
 
-        if way == "untouched":
+        if way in ("untouched", "run frozen"):
+            from suite.attacks.text import recipes
             from suite.evaluation import runner
 
-            runner.long_lived_frozen = nullcontext  # the run as it was before the freeze
+            recipes.long_lived_frozen = nullcontext  # no second freeze around a recipe's searches
+            if way == "untouched":
+                runner.long_lived_frozen = nullcontext  # the run as it was before the freeze
         model = load_model(case["model"])  # loaded before the run, as the text bench's suite side does
         start_seconds = time.perf_counter() - began
         phase[0] = "run"
@@ -98,8 +106,10 @@ def main() -> None:
     parser.add_argument("--text-dataset", default="builtin:sentiment")
     parser.add_argument("--text-split", default="test")
     parser.add_argument("--text-n", type=int, default=240)
+    parser.add_argument("--text-attack", default="deepwordbug")
     parser.add_argument("--image-n", type=int, default=300, help="digits attacked by auto at L∞ 0.006 (default 300)")
     parser.add_argument("--cases", default="text,image")
+    parser.add_argument("--ways", default=",".join(WAYS), help=f"some of: {', '.join(WAYS)} (default all)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -109,7 +119,7 @@ def main() -> None:
         parser.error("--repeats takes 1 or more")
     cases = {
         "text": {"modality": "text", "model": args.text_model, "dataset": args.text_dataset, "split": args.text_split,
-                 "n": args.text_n, "attack": "deepwordbug"},
+                 "n": args.text_n, "attack": args.text_attack},
         "image": {"modality": "image", "model": "builtin:digits-cnn", "dataset": "builtin:digits", "split": "test",
                   "n": args.image_n, "attack": "auto"},
     }
@@ -120,13 +130,16 @@ def main() -> None:
     unknown = sorted(set(chosen) - set(cases))
     if unknown:
         parser.error(f"unknown case {', '.join(unknown)}; available: {', '.join(cases)}")
+    ways = args.ways.split(",")
+    if sorted(set(ways) - set(WAYS)):
+        parser.error(f"unknown way {', '.join(sorted(set(ways) - set(WAYS)))}; available: {', '.join(WAYS)}")
     report = {"repeats": args.repeats, "cases": {}}
     out = Path(tempfile.gettempdir()) / f"advsuite-collector-{time.time_ns()}.json"
     for name in chosen:
         case = cases[name]
-        runs: dict[str, list[dict]] = {way: [] for way in WAYS}
+        runs: dict[str, list[dict]] = {way: [] for way in ways}
         for _ in range(args.repeats):
-            for way in WAYS:  # alternating, so a slow spell of the machine touches every way
+            for way in ways:  # alternating, so a slow spell of the machine touches every way
                 begin = time.time()
                 command = [sys.executable, __file__, "--child", way, "--case", json.dumps(case), "--out", str(out)]
                 subprocess.run(command, check=True, stdout=subprocess.DEVNULL)

@@ -318,3 +318,24 @@ def test_a_task_runs_each_text_through_the_model_once(sentiment_model, examples,
     adversarial = {r["adversarial"] for r in records if r["kind"] == "attack"}
     assert {ex.input for ex in examples} <= set(seen) and adversarial <= set(seen)
     assert {r["attack"] for r in records if r["kind"] == "attack"} == {"deepwordbug", "deepwordbug@cal"}
+
+
+def test_a_batch_of_searches_leaves_no_reference_cycles(sentiment_model, examples):
+    """Each search's TextAttack objects are freed by reference counting when its output is read
+    (Search.release): inside a run, what earlier batches left is frozen, so cycles among them
+    would stay until the run's end."""
+    import gc
+
+    recipe = build_attack("pwws")
+    recipe.run(sentiment_model, examples[:2], 0)  # built (WordNet's index loaded)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        outputs = recipe.run(sentiment_model, examples[:4], 0)
+        gc.collect()
+        left = [type(o).__module__ + "." + type(o).__qualname__ for o in gc.garbage
+                if type(o).__module__.split(".")[0] in ("suite", "textattack")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert len(outputs) == 4 and not left, sorted(set(left))

@@ -132,6 +132,7 @@ class TextAttackRecipe(Attack):
                 # ... and the rows this search sent to the model (texts scored, one per gradient).
                 forward_rows=search.wrapper.queries,
             ))
+            search.release()
         return outputs
 
 

@@ -18,6 +18,7 @@ and the attack only see logits.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import torch
@@ -43,6 +44,14 @@ def make_wrapper(model: Classifier, batch_size: int = 32,
             to the driver that pools the queries of a block's searches); gradients still come
             from ``model``.
     """
+    return _wrapper_class()(model, batch_size, channel)
+
+
+@functools.lru_cache(maxsize=None)
+def _wrapper_class() -> type:
+    """The wrapper's class, made once (it subclasses TextAttack's ``ModelWrapper``, imported
+    only when a text attack runs). A class is a reference cycle: one made per search, as
+    before, left the cyclic collector about 1,000 objects to free after each batch of 128."""
     from textattack.models.wrappers import ModelWrapper
 
     class SuiteModelWrapper(ModelWrapper):
@@ -53,7 +62,8 @@ def make_wrapper(model: Classifier, batch_size: int = 32,
         texts its cache answered, is what its query budget limits.
         """
 
-        def __init__(self) -> None:
+        def __init__(self, model: Classifier, batch_size: int,
+                     channel: Callable[[list[str]], torch.Tensor] | None) -> None:
             self.model = model
             self.batch_size = batch_size
             self.channel = channel
@@ -86,4 +96,4 @@ def make_wrapper(model: Classifier, batch_size: int = 32,
                 return [text.split() for text in inputs]
             return [tokenizer.convert_ids_to_tokens(tokenizer(text, truncation=True)["input_ids"]) for text in inputs]
 
-    return SuiteModelWrapper()
+    return SuiteModelWrapper
