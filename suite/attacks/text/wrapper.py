@@ -51,7 +51,7 @@ def make_wrapper(model: Classifier, batch_size: int = 32,
 def _wrapper_class() -> type:
     """The wrapper's class, made once (it subclasses TextAttack's ``ModelWrapper``, imported
     only when a text attack runs). A class is a reference cycle: one made per search, as
-    before, left the cyclic collector about 1,000 objects to free after each batch of 128."""
+    before, left each search's class and its functions to the cyclic collector."""
     from textattack.models.wrappers import ModelWrapper
 
     class SuiteModelWrapper(ModelWrapper):
