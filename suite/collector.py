@@ -73,8 +73,10 @@ def long_lived_frozen() -> Iterator[None]:
     made since the outer block began as well (the recipe, WordNet's index, the memo of scored
     texts and the records of earlier batches: 400,000–550,000 objects for PWWS), and the outer
     block gives them all back at its end. Without it each full collection during PWWS's searches
-    scanned them again: 4.3 s of collections in a 68 s loop at 960 sentences, 0.9 s with it
-    (this project's 2-core CPU; ``docs/recipes.md``).
+    scanned them again: 4.8 s of full collections in a 71 s run at 960 sentences, 1.4 s with it
+    (this project's 2-core CPU, ``bench/collector.py``; ``docs/recipes.md``). The searches leave
+    no reference cycles behind (:meth:`~suite.attacks.text.cooperative.Search.release`), so
+    what this freezes is what the run keeps anyway.
     """
     _started()
     if _holding:
