@@ -76,7 +76,8 @@ def long_lived_frozen() -> Iterator[None]:
     scanned them again: 4.8 s of full collections in a 71 s run at 960 sentences, 1.4 s with it
     (this project's 2-core CPU, ``bench/collector.py``; ``docs/recipes.md``). The searches leave
     no reference cycles behind (:meth:`~suite.attacks.text.cooperative.Search.release`), so
-    what this freezes is what the run keeps anyway.
+    the freeze holds back no garbage of theirs: frozen objects are still freed by reference
+    counting, only cycles wait for the run's end.
     """
     _started()
     if _holding:
