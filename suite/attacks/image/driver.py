@@ -210,7 +210,6 @@ class GradientAttack(Attack):
             inputs = current.detach().requires_grad_(True) if grad_needed else current.clone()
             with autocast(model.device, self.precision):
                 logits = model.logits(inputs, grad=grad_needed)
-            live.queries = live.queries + 1
             if mode.objective is not None:
                 value = mode.objective(logits.float(), live_groups)
             else:
@@ -250,6 +249,7 @@ class GradientAttack(Attack):
             if mode.stop_on_success:
                 still = ~done_host.get()[groups_host]
                 if not bool(still.all()):  # some rows stopped at this step: keep what they found
+                    live.queries = torch.full_like(live.queries, step + 1)  # every live row's passes so far
                     if kept is None:  # the first rows to stop: every row is live, in order, so what
                         # each kept is in place (``live`` is replaced below). Its best iterates are
                         # masked writes' outputs, which nothing else holds; the last iterates
@@ -267,6 +267,7 @@ class GradientAttack(Attack):
                     if len(ids) == 0:
                         return kept
             current = update(ids, points, grad, scored)
+        live.queries = torch.full_like(live.queries, steps + 1)  # the rows still live ran every pass
         if kept is None:  # no row stopped before the end
             return live
         _write_rows(kept, ids, live, None)

@@ -122,7 +122,6 @@ class RECAttack(NormChoiceAttack):
             # does not drain the device's queue at every step.
             rows, labels = todo, y[todo]
             kept, kept_l, kept_loss = best[todo], best_l[todo], best_loss[todo]
-            spent = torch.zeros(len(todo), dtype=torch.long, device=x.device)
             for iteration in range(self.steps + 1):
                 grad_needed = iteration < self.steps
                 inputs = current.detach().requires_grad_(True) if grad_needed else current.clone()
@@ -133,7 +132,6 @@ class RECAttack(NormChoiceAttack):
                 value = self._loss(logits, labels, state)
                 # L from the same forward pass (the ensemble's own formula, on its active members).
                 expected = expected_accuracy(active_logits.detach(), labels, model.alphas, state.active).to(x.device)
-                spent = spent + 1
                 lower = expected < kept_l - L_TOLERANCE
                 tie = (expected - kept_l).abs() <= L_TOLERANCE
                 better = lower | (tie & (value.detach() > kept_loss))
@@ -151,9 +149,9 @@ class RECAttack(NormChoiceAttack):
                     stopped = (~still).nonzero().squeeze(1).to(x.device, non_blocking=True)
                     best[rows[stopped]], best_l[rows[stopped]] = kept[stopped], kept_l[stopped]
                     best_loss[rows[stopped]] = kept_loss[stopped]
-                    queries[rows[stopped]] += spent[stopped]
+                    queries[rows[stopped]] += iteration + 1  # every live row ran this restart's passes so far
                     moving = still.nonzero().squeeze(1).to(x.device, non_blocking=True)
-                    rows, labels, origin, spent = rows[moving], labels[moving], origin[moving], spent[moving]
+                    rows, labels, origin = rows[moving], labels[moving], origin[moving]
                     kept, kept_l, kept_loss = kept[moving], kept_l[moving], kept_loss[moving]
                     points, grad = points[moving], grad[moving]
                     if len(rows) == 0:
@@ -161,7 +159,7 @@ class RECAttack(NormChoiceAttack):
                 step = self.geometry.step(grad.float(), self.step_size)
                 current = self._project(points + step, origin)
             best[rows], best_l[rows], best_loss[rows] = kept, kept_l, kept_loss
-            queries[rows] += spent
+            queries[rows] += iteration + 1
         return best, queries
 
 
