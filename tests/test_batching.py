@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import suite
+from suite.attacks import build_attack
 from suite.evaluation import batching
 from suite.evaluation.batching import CPU_AUTO_BATCH, OutOfMemory, probe_batch_size, run_in_batches
 from suite.evaluation.options import RunOptions
@@ -206,3 +207,74 @@ def test_batched_text_scoring_is_the_verdict_of_each_text_alone(sentiment_model,
     halves = (scoring.score_batch(sentiment_model, examples[:3], outputs[:3], [1.0, 0.0, 1.0])
               + scoring.score_batch(sentiment_model, examples[3:], outputs[3:], [0.0, 1.0, 0.0, 1.0, 0.0]))
     assert halves == batched
+    # one text at a time too (a streamed text attack records each search as it finishes)
+    singles = [scoring.score_batch(sentiment_model, [ex], [out], [c])[0]
+               for ex, out, c in zip(examples, outputs, [1.0, 0.0] * 4)]
+    assert singles == batched
+
+
+def _text_task(sentiment_model):
+    from suite.data.builtin import sentiment
+
+    texts = list(sentiment("test").inputs[:16])
+    return texts, sentiment_model.predict(texts).tolist()  # every example attacked
+
+
+class TextFault:
+    """``text_rows`` that raises ``error`` once, at its ``at``-th call (the first is the clean pass)."""
+
+    def __init__(self, model, error: BaseException, at: int) -> None:
+        self.inner, self.error, self.at, self.calls = model.text_rows, error, at, 0
+
+    def __call__(self, texts):
+        self.calls += 1
+        if self.calls == self.at:
+            raise self.error
+        return self.inner(texts)
+
+
+@pytest.fixture(scope="module")
+def text_at_one(sentiment_model, tmp_path_factory):
+    output = tmp_path_factory.mktemp("text-batching") / "one"
+    suite.evaluate(sentiment_model, _text_task(sentiment_model), attacks=["deepwordbug"], adversary=["none"],
+                   output=output, options=RunOptions(batch_size=1))
+    return _records(output)
+
+
+def test_an_out_of_memory_error_in_a_text_stream_halves_the_searches_at_once_and_loses_nothing(
+        sentiment_model, tmp_path, caplog, monkeypatch, text_at_one):
+    fault = TextFault(sentiment_model, _oom(100), at=4)
+    monkeypatch.setattr(sentiment_model, "text_rows", fault)
+    with caplog.at_level(logging.WARNING, logger="suite.evaluation.batching"):
+        results = suite.evaluate(sentiment_model, _text_task(sentiment_model), attacks=["deepwordbug"],
+                                 adversary=["none"], output=tmp_path / "run", options=RunOptions(batch_size=8))
+    assert fault.calls > 4 and results.batch_sizes == {"deepwordbug": 4}
+    assert "out of memory with 8 searches at once; going on with 4" in caplog.text
+    assert _without_timing(_records(tmp_path / "run")) == _without_timing(text_at_one)
+
+
+def test_an_interrupted_text_stream_keeps_every_search_that_finished(sentiment_model, tmp_path, monkeypatch,
+                                                                     text_at_one):
+    """Each search is recorded as it finishes: Ctrl-C in the middle keeps those, and the rerun
+    attacks only the rest, for the records of an uninterrupted run."""
+    monkeypatch.setattr(sentiment_model, "text_rows", TextFault(sentiment_model, KeyboardInterrupt(), at=8))
+    task = _text_task(sentiment_model)
+    with pytest.raises(KeyboardInterrupt):
+        suite.evaluate(sentiment_model, task, attacks=["deepwordbug"], adversary=["none"], output=tmp_path / "run",
+                       options=RunOptions(batch_size=8))
+    kept = [row for row in _records(tmp_path / "run") if row["kind"] == "attack"]
+    assert 0 < len(kept) < 16
+    monkeypatch.undo()
+    attacked = []
+    recipe_stream = type(build_attack("deepwordbug")).stream
+
+    def spy(self, model, examples, seed, window):
+        attacked.extend(ex.id for ex in examples)
+        yield from recipe_stream(self, model, examples, seed, window)
+
+    monkeypatch.setattr(type(build_attack("deepwordbug")), "stream", spy)
+    suite.evaluate(sentiment_model, task, attacks=["deepwordbug"], adversary=["none"], output=tmp_path / "run",
+                   options=RunOptions(batch_size=8))
+    assert sorted(attacked) == sorted(set(row["id"] for row in text_at_one if row["kind"] == "attack")
+                                      - {row["id"] for row in kept})
+    assert _without_timing(_records(tmp_path / "run")) == _without_timing(text_at_one)

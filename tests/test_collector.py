@@ -92,13 +92,13 @@ def test_a_text_recipes_searches_run_with_the_recipe_frozen_too(sentiment_model,
     from suite.data.builtin import sentiment
 
     counts = []
-    inner = cooperative.Driver.run
+    inner = cooperative.Driver.stream
 
     def spy(self, searches):
         counts.append((gc.get_freeze_count(), len(gc.get_objects())))
-        return inner(self, searches)
+        yield from inner(self, searches)
 
-    monkeypatch.setattr(cooperative.Driver, "run", spy)
+    monkeypatch.setattr(cooperative.Driver, "stream", spy)
     split = sentiment("test")
     texts = list(split.inputs[:3])
     labels = sentiment_model.predict(texts).tolist()  # every example attacked

@@ -24,7 +24,7 @@ strings:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -97,6 +97,8 @@ class Attack(BaseModel):
     #: Bumped whenever a change to the attack changes what it finds for the same
     #: hyperparameters: part of a run's identity, so records of the old version are not resumed.
     version: ClassVar[int] = 1
+    #: Whether the runner streams the examples through :meth:`stream` instead of running batches.
+    streams: ClassVar[bool] = False
 
     @model_validator(mode="after")
     def _sane_counts(self) -> Attack:
@@ -129,6 +131,14 @@ class Attack(BaseModel):
         All randomness for an example comes from ``(seed, attack name, example id)``, so the
         outputs do not depend on how examples are batched.
         """
+        raise NotImplementedError
+
+    def stream(self, model: Classifier, examples: Sequence[Example], seed: int, window: int
+               ) -> Iterator[list[tuple[int, AttackOutput]]]:
+        """Attacks that set :attr:`streams` (text recipes, whose examples finish one by one):
+        attack ``examples`` with at most ``window`` of them under way at once, yielding
+        ``(index in examples, output)`` pairs as they finish, so that the caller records each at
+        once and the next example starts in its place. The outputs are :meth:`run`'s."""
         raise NotImplementedError
 
     def check_model(self, model: Classifier) -> None:

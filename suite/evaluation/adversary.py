@@ -23,6 +23,7 @@ from suite.attacks import Attack
 from suite.calibration import fit_nll_temperature, optimise_temperature
 from suite.calibration.platt import fit_platt
 from suite.data.base import Example
+from suite.evaluation.batching import run_in_batches, stream_in_windows
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.scoring import CleanScores, check_outputs, score_batch
 from suite.models import Classifier
@@ -134,17 +135,25 @@ def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: 
 
     def adversarial_accuracy(temperature: float) -> float:
         view = adversary_view(searched, temperature)
-        robust = 0.0
         shard = processes.shard(targets)
-        for start in range(0, len(shard), prepared.fixed_batch_size):
-            batch = shard[start : start + prepared.fixed_batch_size]
-            examples = [ex for ex, _ in batch]
-            outputs = attack.run(view, examples, prepared.attack_seed)
-            check_outputs(key, attack.threat, searched, examples, outputs)
-            robust += sum(score["robust"] for score in
-                          score_batch(prepared.model, examples, outputs, [c for _, c in batch], pooled=searched))
-        # Every process gets the same total, so all follow the same Brent path.
-        q = processes.sum(robust) / len(pool)
+        examples, correct = [ex for ex, _ in shard], {ex.id: c for ex, c in shard}
+        robust: dict[str, float] = {}
+
+        def commit(batch: list[Example], outputs: list) -> None:
+            check_outputs(key, attack.threat, searched, batch, outputs)
+            scores = score_batch(prepared.model, batch, outputs, [correct[ex.id] for ex in batch], pooled=searched)
+            robust.update((ex.id, score["robust"]) for ex, score in zip(batch, scores))
+
+        size, what = prepared.fixed_batch_size, f"{prepared.name}: {key}@opt"
+        if attack.streams:  # text searches: the next example starts as soon as one finishes
+            stream_in_windows(examples, size, lambda items, window: attack.stream(
+                view, items, prepared.attack_seed, window), commit, what=what, device=view.device)
+        else:
+            run_in_batches(examples, size, lambda batch: commit(batch, attack.run(view, batch, prepared.attack_seed)),
+                           what=what, device=view.device, halve=attack.loss_reduction != "mean")
+        # Summed in the examples' order, whatever order they finished in; every process gets the
+        # same total, so all follow the same Brent path.
+        q = processes.sum(sum(robust[ex.id] for ex in examples)) / len(pool)
         logger.info("%s: opt %s: T=%.4g Q=%.3f", prepared.name, key, temperature, q)
         return q
 

@@ -19,6 +19,10 @@ question of speed and memory. That is what lets the suite choose it, and retry a
   half the size (one log line), and the rest of the pass keeps the smaller size. Nothing is lost:
   the batch had written no record yet, and its retry draws the same per-example randomness.
   An example that does not fit alone is one line (:class:`OutOfMemory`, exit 1).
+- Text recipes are streamed, not batched (:func:`stream_in_windows`): the size is how many
+  searches run at once, each is recorded as it ends and the next example's search takes its
+  place. An out-of-memory error goes on with half as many searches, those that had finished
+  already recorded.
 
 One exception: an attack with ``reduction: mean`` (the mini-batch study's) divides its loss by
 the batch size, so its numbers depend on it. It needs an explicit batch size, and an
@@ -27,8 +31,9 @@ out-of-memory error is then refused rather than retried smaller (its numbers wou
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, TypeVar, Union
 
 from suite.errors import SuiteError
@@ -157,4 +162,35 @@ def run_in_batches(items: Sequence[T], size: int, run: Callable[[list[T]], None]
                               "smaller model or --precision bf16 (finished records are kept)")
         size = max(1, len(batch) // 2)
         logger.warning("%s: out of memory at batch size %d; retrying that batch at %d", what, len(batch), size)
+    return size
+
+
+def stream_in_windows(items: Sequence[T], size: int, stream: Callable[[list[T], int], Iterator[list[tuple[int, Any]]]],
+                      commit: Callable[[list[T], list[Any]], None], *, what: str, device: Any = None) -> int:
+    """:func:`run_in_batches` for an attack whose examples finish one by one (a text recipe's
+    searches, at most ``size`` alive at once: :meth:`~suite.attacks.text.recipes.TextAttackRecipe.stream`).
+    ``stream(items, size)`` yields ``(index in items, output)`` pairs as searches finish, and
+    ``commit`` records each yielded group at once, so an interruption loses only the searches
+    under way. On out-of-memory, the examples not yet committed are streamed again with half
+    the searches at once (one log line). Returns the size the last window ran at."""
+    remaining = list(items)
+    while remaining:
+        committed: set[int] = set()
+        try:
+            with contextlib.closing(stream(remaining, size)) as finished:
+                for pairs in finished:
+                    commit([remaining[index] for index, _ in pairs], [output for _, output in pairs])
+                    committed.update(index for index, _ in pairs)
+            return size
+        except Exception as error:  # noqa: BLE001 - only out-of-memory is handled
+            if not is_out_of_memory(error):
+                raise
+        # Out of the except block: the error's traceback (holding the passes' tensors) is gone.
+        release_memory(device)
+        if size == 1:
+            raise OutOfMemory(f"{what}: out of memory with a single search; free device memory or use a "
+                              "smaller model (finished records are kept)")
+        remaining = [item for index, item in enumerate(remaining) if index not in committed]
+        size, before = max(1, size // 2), size
+        logger.warning("%s: out of memory with %d searches at once; going on with %d", what, before, size)
     return size

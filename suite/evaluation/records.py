@@ -19,8 +19,9 @@ which clears everything the suite wrote there), so records of different runs nev
 
 Under ``accelerate launch`` every process appends to its own ``records.rank<R>.jsonl``; every
 process resumes from all record files (whatever number of processes wrote them), and at the
-end the main process merges them into ``records.jsonl`` in the order a one-process run writes
-(:meth:`RecordStore.merge`) and removes the per-process files.
+end the main process merges them into ``records.jsonl`` in the order of the task's examples
+(:meth:`RecordStore.merge`; one process's file is put in that order too) and removes the
+per-process files.
 """
 
 from __future__ import annotations
@@ -220,18 +221,17 @@ class RecordStore:
 
     def merge(self, order: Iterable[tuple[str, str, str]]) -> None:
         """Main process, at the end: write every record into ``records.jsonl`` (atomically), keys
-        in ``order`` first (the order a one-process run appends them), then remove the
-        per-process files. Nothing is lost if this is interrupted: a rerun reads all files."""
+        in ``order`` first (the order of the task's examples), then remove the per-process files.
+        One process rewrites its file only where it appended out of that order (text searches
+        are recorded as they finish; a resumed run appends after what it found). Nothing is
+        lost if this is interrupted: a rerun reads all files."""
         if self.directory is None:
             return
         shards = sorted(self.directory.glob(SHARD_PATTERN))
-        if not shards:
+        keys = [key for key in dict.fromkeys([*order, *sorted(self.records)]) if key in self.records]
+        if not shards and keys == list(self.records):
             return
-        seen, lines = set(), []
-        for key in [*order, *sorted(self.records)]:
-            if key in self.records and key not in seen:
-                seen.add(key)
-                lines.append(json.dumps(self.records[key], sort_keys=True) + "\n")
+        lines = [json.dumps(self.records[key], sort_keys=True) + "\n" for key in keys]
         atomic_write_text(self.directory / RECORDS_FILE, "".join(lines), KEPT_RECORDS, RESUME)
         for path in shards:
             path.unlink(missing_ok=True)

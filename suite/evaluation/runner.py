@@ -24,7 +24,7 @@ from typing import Any
 from suite.collector import long_lived_frozen
 from suite.data.base import Example, LazyInput
 from suite.evaluation.adversary import adversary_temperatures, same_search, search_model, temperature_of, view_for
-from suite.evaluation.batching import AUTO, probe_batch_size, probes, run_in_batches
+from suite.evaluation.batching import AUTO, probe_batch_size, probes, run_in_batches, stream_in_windows
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.records import RESULTS_FILE
@@ -154,13 +154,7 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
         size = probe_batch_size(view, run.attack, pending[0].input, len(pending))
         logger.info("%s: %s: batch size auto: %d example(s) per batch", prepared.name, run.key, size)
 
-    def attack_batch(batch: list) -> None:
-        # Records are appended only once the whole batch is attacked: a batch that runs out of
-        # memory commits nothing, and is retried smaller (:func:`run_in_batches`).
-        # A streamed image is decoded once for the attack, the check of its output and its
-        # scoring, not by each: the batch holds its pixels (and only its) until it is recorded.
-        batch = [Example(ex.id, ex.input, ex.label) if isinstance(ex.source, LazyInput) else ex for ex in batch]
-        outputs = run.attack.run(view, batch, prepared.attack_seed)
+    def commit(batch: list, outputs: list) -> None:
         check_outputs(run.key, run.attack.threat, model, batch, outputs)
         if prepared.options.log_samples and store.directory is not None:
             _save_adversarial(prepared, run, batch, outputs)
@@ -170,9 +164,24 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
                      for ex, out, correct, score in zip(batch, outputs, clean, scores))
         progress.update(len(batch))
 
+    def attack_batch(batch: list) -> None:
+        # Records are appended only once the whole batch is attacked: a batch that runs out of
+        # memory commits nothing, and is retried smaller (:func:`run_in_batches`).
+        # A streamed image is decoded once for the attack, the check of its output and its
+        # scoring, not by each: the batch holds its pixels (and only its) until it is recorded.
+        batch = [Example(ex.id, ex.input, ex.label) if isinstance(ex.source, LazyInput) else ex for ex in batch]
+        commit(batch, run.attack.run(view, batch, prepared.attack_seed))
+
+    what = f"{prepared.name}: {run.key}"
     with progress_bar(len(pending), run.key, unit="ex") as progress:
-        size = run_in_batches(pending, size, attack_batch, what=f"{prepared.name}: {run.key}", device=view.device,
-                              halve=run.attack.loss_reduction != "mean")
+        if run.attack.streams:
+            # Text searches finish one by one: each is recorded as it ends, and the next example's
+            # search takes its place (``size`` alive at once).
+            size = stream_in_windows(pending, size, lambda items, window: run.attack.stream(
+                view, items, prepared.attack_seed, window), commit, what=what, device=view.device)
+        else:
+            size = run_in_batches(pending, size, attack_batch, what=what, device=view.device,
+                                  halve=run.attack.loss_reduction != "mean")
     prepared.batch_sizes[run.key] = size
     store.share()
 

@@ -200,7 +200,7 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
     inputs = [ex.input if out.adversarial is None else out.adversarial for ex, out in zip(examples, outputs)]
     text = model.modality == "text"
     logits = None
-    if len(examples) >= 2 and model.argmax_verdicts:
+    if (len(examples) >= 2 or text) and model.argmax_verdicts:
         # A text model that pools texts (Classifier.text_rows) gives each row a value that depends
         # on its text alone on the CPU, so the batch's verdicts are those of each text alone and
         # nothing is rescored; on CUDA a pass rounds as a batch does, and near ties are rescored.

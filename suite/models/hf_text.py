@@ -23,10 +23,10 @@ from suite.models.weights import (ALLOW_PICKLE, check_safetensors, local_dir, pi
                                   verify_weights)
 
 
-#: :meth:`HFTextClassifier.text_rows` on the CPU: most texts per pass, fewest (filled with copies),
-#: and the padding step of their lengths in tokens.
+#: :meth:`HFTextClassifier.text_rows` on the CPU: most texts per pass, the step its row count is
+#: filled up to (with copies of its first text), and the padding step of their lengths in tokens.
 CPU_PASS_ROWS = 128
-CPU_MIN_ROWS = 8
+CPU_ROW_STEP = 8
 CPU_LENGTH_STEP = 8
 #: :meth:`HFTextClassifier.text_rows` on CUDA: most tokens per pass (texts × padded length).
 CUDA_PASS_TOKENS = 32768
@@ -75,11 +75,14 @@ class HFTextClassifier(TorchClassifier):
 
         On the CPU every text is padded to its length rounded up to a multiple of
         :data:`CPU_LENGTH_STEP` tokens (within the model's limit), a pass holds texts of one such
-        length only, at most :data:`CPU_PASS_ROWS` of them, and a pass of fewer than
-        :data:`CPU_MIN_ROWS` is filled with copies of its first text. A row's value then depends
-        on its text alone: its padded length follows from its own length, and with the shape
-        fixed up to the row count the kernels take the same path for every row count from 8 up
-        (measured with 1 and 2 threads; at 2–7 rows they round differently).
+        length only, at most :data:`CPU_PASS_ROWS` of them, and its row count is filled up to a
+        multiple of :data:`CPU_ROW_STEP` with copies of its first text. A row's value then
+        depends on its text alone: its padded length follows from its own length, and with the
+        shape fixed up to a row count that is a multiple of 8 the kernels compute every row the
+        same way. Not so at other row counts: rows past the last multiple of 8 round differently
+        when 1–3 rows are left over (9–11 rows with 2 threads; 9–11, 17–19 and 25–27 with 16;
+        measured on BERTs of hidden size 128 to 768 at 1, 2, 4 and 16 threads, every row count
+        from 8 to 40 and multiples of 8 to 128: multiples of 8 were exact at every thread count).
         ``tests/test_cooperative.py`` checks the searches it feeds against block sizes. On CUDA
         passes hold up to :data:`CUDA_PASS_TOKENS` tokens, padded to their longest text: row
         values then depend on the pass at float rounding, as any batched CUDA result does.
@@ -105,7 +108,7 @@ class HFTextClassifier(TorchClassifier):
                 passes.append([index])
         with torch.no_grad():
             for members in passes:
-                filled = members + members[:1] * (CPU_MIN_ROWS - len(members)) if cpu else members
+                filled = members + members[:1] * (-len(members) % CPU_ROW_STEP) if cpu else members
                 length = lengths[members[-1]]  # CPU: the pass's one length; CUDA: its longest text
                 inputs = self._padded(encoded, filled, length)
                 if inputs is None:  # a tokenizer this cannot pad: let it pad its own output

@@ -1,13 +1,14 @@
-"""Cooperative TextAttack searches: the searches of a block of examples share forward passes.
+"""Cooperative TextAttack searches: the searches of many examples share forward passes.
 
 TextAttack (like OpenAttack) searches one example at a time, and each step of a search scores
 a few dozen candidate texts: on a GPU one example's candidates leave the device mostly idle,
-and on a CPU small passes pay their overhead again and again. Here the searches of a block run
-together, each in its own thread, and take turns: a search runs until it asks the model for
-scores, then hands the turn on. Once every live search is waiting, the driver scores all their
-pending texts at once (the model's :meth:`~suite.models.base.Classifier.text_rows`: sorted by
-token length, in passes sized by rows on the CPU and by tokens on CUDA) and hands each search
-its rows.
+and on a CPU small passes pay their overhead again and again. Here up to ``concurrent``
+searches run together, each in its own thread, and take turns: a search runs until it asks the
+model for scores, then hands the turn on. Once every live search is waiting, the driver scores
+all their pending texts at once (the model's :meth:`~suite.models.base.Classifier.text_rows`:
+sorted by token length, in passes sized by rows on the CPU and by tokens on CUDA) and hands
+each search its rows. A search that ends is handed out at once and the next example's search
+takes its place (:meth:`Driver.stream`).
 
 Everything per example stays per example, so each search is the search TextAttack runs on its
 example alone:
@@ -32,7 +33,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -204,20 +205,33 @@ class Driver:
 
         return query
 
-    def run(self, searches: Sequence[Search]) -> None:
+    def run(self, searches: Iterable[Search]) -> None:
         """Run every search to its end (results and errors are left on each :class:`Search`)."""
-        waiting = list(searches)[::-1]
+        for _ in self.stream(searches):
+            pass
+
+    def stream(self, searches: Iterable[Search]) -> Iterator[list[Search]]:
+        """Run the searches, at most ``concurrent`` at a time, and yield those that finished after
+        each round of turns (in the order they were given within a round). A finished search's
+        place goes to the next one at once, so a block's slowest searches never run alone: the
+        pooled passes stay as full as the examples left allow. ``searches`` is read lazily, one
+        search as each place opens. While the caller holds a yielded list, Python's, NumPy's and
+        torch's global RNGs hold the states they had when the stream began (what the caller
+        draws from them meanwhile is the caller's affair: the searches keep states of their
+        own). Closing the stream early (an error or Ctrl-C in the caller) stops every live
+        search, as an error inside it does."""
+        waiting = iter(searches)
         live: list[Search] = []
-        outer = (random.getstate(), np.random.get_state())
+        outer = (random.getstate(), np.random.get_state(), torch.get_rng_state())
         # torch.manual_seed seeds every CUDA device too: fork_rng gives them (and the CPU) back.
         cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         with torch.random.fork_rng(devices=cuda):
             try:
-                while waiting or live:
-                    runnable = []
-                    while waiting and len(live) < self.concurrent:
-                        runnable.append(self._start(waiting.pop()))
-                        live.append(runnable[-1])
+                more = True
+                while more or live:
+                    runnable, finished = [], []
+                    while more and len(live) < self.concurrent:
+                        more = self._admit(waiting, live, runnable)
                     runnable += [s for s in live if s.reply is not None]
                     while runnable:
                         for search in runnable:
@@ -227,15 +241,29 @@ class Driver:
                             live.remove(search)
                             if search.error is not None:
                                 raise search.error
-                            if waiting:
-                                runnable.append(self._start(waiting.pop()))
-                                live.append(runnable[-1])
+                            finished.append(search)
+                            if more:
+                                more = self._admit(waiting, live, runnable)
                     if live:
                         self._score([s for s in live if s.request is not None])
+                    if finished:
+                        random.setstate(outer[0])
+                        np.random.set_state(outer[1])
+                        torch.set_rng_state(outer[2])
+                        yield finished
             finally:
                 self._abort(live)
                 random.setstate(outer[0])
                 np.random.set_state(outer[1])
+
+    def _admit(self, waiting: Iterator[Search], live: list[Search], runnable: list[Search]) -> bool:
+        """Start the next waiting search, if any (False when none is left)."""
+        search = next(waiting, None)
+        if search is None:
+            return False
+        live.append(self._start(search))
+        runnable.append(search)
+        return True
 
     def _start(self, search: Search) -> Search:
         random.seed(search.seed)
