@@ -3,7 +3,8 @@
 1. clean pass: every example scored on the served model (:mod:`.scoring`); records appended;
 2. adversary temperatures (:mod:`.adversary`), for text tasks that ask for them;
 3. every (attack, adversary) pair on the examples with correctness > 0, batch by batch, each
-   adversarial input scored on the served model as the batch finishes; records appended;
+   adversarial input scored on the served model as the batch finishes (a text recipe's
+   searches: each as it finishes, the next example's taking its place); records appended;
 4. on the main process, after the gather: sanity checks, then :mod:`.summary` builds the typed
    results (distributional attacks aggregate there) and they are written atomically.
 
