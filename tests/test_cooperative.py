@@ -266,6 +266,23 @@ def test_an_error_or_interrupt_in_the_driver_leaves_no_search_running(sentiment_
         [out for ex in examples[:4] for out in recipe.run(sentiment_model, [ex], 0)])
 
 
+def test_a_search_seeds_torch_as_manual_seed_does():
+    """Each search starts from ``torch.manual_seed(its seed)``'s CPU state (as an ``Attacker``
+    with that seed does), without queueing seeds for devices that are not up."""
+    from suite.attacks.text.cooperative import seed_torch
+
+    before = torch.get_rng_state()
+    try:
+        torch.manual_seed(1234)
+        expected = torch.get_rng_state()
+        torch.rand(3)
+        seed_torch(1234)
+        assert torch.equal(torch.get_rng_state(), expected)
+        assert not torch.equal(expected, before)
+    finally:
+        torch.set_rng_state(before)
+
+
 def test_remembered_word_splits_are_textattacks_own(sentiment_model, examples):
     from suite.attacks.text.cooperative import remember_word_splits
     from suite.attacks.text.offline import import_textattack

@@ -172,6 +172,19 @@ def remember_word_splits() -> None:
             module.words_from_text = words_from_text
 
 
+def seed_torch(seed: int) -> None:
+    """``torch.manual_seed(seed)`` for the generators a search can draw from: the CPU's, every
+    CUDA device's once CUDA is up (the driver's ``fork_rng`` brings it up where there is a GPU)
+    and MPS's. ``torch.manual_seed`` also queues the seed for devices that are not initialised
+    (CUDA without a GPU, XPU, MTIA), recording the caller's stack each time: about 0.9 ms a
+    search on this project's CPU, 0.9 s of a 960-sentence run, for generators nothing here uses."""
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
+    if torch.backends.mps.is_available():
+        torch.mps.manual_seed(seed)
+
+
 #: The characters for which TextAttack's ``words_from_text`` segments a text with jieba.
 _CJK = re.compile("[\u4e00-\u9fff]")
 
@@ -223,7 +236,7 @@ class Driver:
         waiting = iter(searches)
         live: list[Search] = []
         outer = (random.getstate(), np.random.get_state(), torch.get_rng_state())
-        # torch.manual_seed seeds every CUDA device too: fork_rng gives them (and the CPU) back.
+        # Each search seeds every CUDA device too (seed_torch): fork_rng gives them (and the CPU) back.
         cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         with torch.random.fork_rng(devices=cuda):
             try:
@@ -268,7 +281,7 @@ class Driver:
     def _start(self, search: Search) -> Search:
         random.seed(search.seed)
         np.random.seed(search.seed)
-        torch.manual_seed(search.seed)
+        seed_torch(search.seed)
         search._rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
         search._thread = threading.Thread(target=self._body, args=(search,), daemon=True,
                                           name="advsuite-text-search")
