@@ -42,11 +42,13 @@ logger = logging.getLogger(__name__)
 
 #: ``--batch-size auto`` for image attacks off CUDA: examples per attack batch.
 CPU_AUTO_BATCH = 32
-#: ``--batch-size auto`` for text attacks, anywhere: the searches run together (their candidates
-#: share forward passes: :mod:`suite.attacks.text.cooperative`). Measured on the CPU with a
-#: 2-layer BERT and 240 Rotten Tomatoes sentences: DeepWordBug's attack loop 10.0 s at 32,
-#: 7.4 s at 128; PWWS 31.5 s and 29.2 s (``bench/text_attacks.py --speed``).
-TEXT_AUTO_BATCH = 128
+#: ``--batch-size auto`` for text attacks, anywhere: the searches under way at once (their
+#: candidates share forward passes: :mod:`suite.attacks.text.cooperative`). Measured on the CPU
+#: with a 2-layer BERT and 960 Rotten Tomatoes sentences, streamed (one run each): DeepWordBug's
+#: attack loop 18.3 s at 64, 17.0 s at 128, 16.6 s at 256, 16.1 s at 512, in 112, 67, 43 and 32
+#: pooled queries; PWWS 63.9 s at 128 and 62.6 s at 256 (106 and 64 queries; peak RSS 1.45 and
+#: 1.50 GB). Fewer, fuller passes are what a GPU needs most (a pass has a fixed cost there).
+TEXT_AUTO_BATCH = 256
 #: The largest batch ``auto`` tries on CUDA (examples).
 AUTO_LIMIT = 1024
 AUTO = "auto"
