@@ -19,7 +19,9 @@
 #       timeout_s=580)
 #
 # What is left after the third H200: DeepWordBug on every held-out sentence the model classifies
-# correctly (about 1,600), where the end-to-end ratio should near the loop's, then `auto` again:
+# correctly (about 1,600), where the end-to-end ratio should near the loop's, then `auto` again
+# (since then, text searches are streamed 256 at a time: at 960 on the CPU, 43 pooled queries
+# where blocks of 128 made 191; this call measures what that does to a GPU's passes):
 #
 #   run(command="SCALE_N=256 SCALE_SECTIONS=image:auto,profile:auto TEXT_NS=1600 TEXT_RECIPES=deepwordbug
 #                TEXT_SIDES=command bash bench/device_checks.sh text:400 scale:150", carry=[".device"],

@@ -114,7 +114,7 @@ class TextAttackRecipe(Attack):
         (:meth:`~suite.attacks.text.cooperative.Driver.stream`), so the passes stay full until the
         last examples, where blocks of ``window`` each ended with a tail of their slowest searches
         alone (on the CPU, with a 2-layer BERT and DeepWordBug on 960 Rotten Tomatoes
-        sentences, 885 passes in blocks of 128 and 554 so). What an example finds does not depend
+        sentences, 885 passes in blocks of 128, 554 streamed 128 at a time). What an example finds does not depend
         on ``window`` or on which searches share its passes (``text_rows``). Each search is built
         when its place opens."""
         template = self._template(model)
