@@ -60,7 +60,10 @@ class TextAttackRecipe(Attack):
     modality: ClassVar[str] = "text"
     access: ClassVar[Access] = "black-box"
     # 2: ``queries`` is TextAttack's own count (what its budget limits); ``forward_rows`` is new.
-    version: ClassVar[int] = 2
+    # 3: a CPU pass's rows are filled up to a multiple of 8 (``HFTextClassifier.text_rows``): a
+    # row that sat past a multiple of 8 in a pass of 9–11 rows rounded differently, so a
+    # record's confidence (and, in a tie at that rounding, a search's choice) could differ.
+    version: ClassVar[int] = 3
     streams: ClassVar[bool] = True
     #: What an edit changes: whole words (``word``) or characters inside words (``character``).
     level: ClassVar[TextLevel] = "word"
