@@ -278,3 +278,7 @@ def test_an_interrupted_text_stream_keeps_every_search_that_finished(sentiment_m
     assert sorted(attacked) == sorted(set(row["id"] for row in text_at_one if row["kind"] == "attack")
                                       - {row["id"] for row in kept})
     assert _without_timing(_records(tmp_path / "run")) == _without_timing(text_at_one)
+    # the file itself ends in the examples' order, though searches were recorded as they finished
+    rows = [json.loads(line) for line in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
+    in_file = {kind: [row["id"] for row in rows if row["kind"] == kind] for kind in ("clean", "attack")}
+    assert in_file["attack"] == in_file["clean"]
