@@ -77,10 +77,11 @@ def child(way: str, case: dict, out: Path) -> None:
         from suite.models import load_model  # torch, and transformers with the model
 
         if way in ("untouched", "run frozen"):
-            from suite.attacks.text import recipes
+            from suite.attacks.text import recipe_base
             from suite.evaluation import runner
 
-            recipes.long_lived_frozen = nullcontext  # no second freeze around a recipe's searches
+            recipe_base.long_lived_frozen = nullcontext  # no second freeze around a recipe's searches
+            recipe_base.hold_made_since = lambda: None  # nor during them
             if way == "untouched":
                 runner.long_lived_frozen = nullcontext  # the run as it was before the freeze
         model = load_model(case["model"])  # loaded before the run, as the text bench's suite side does

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import suite
-from suite.collector import long_lived_frozen
+from suite.collector import hold_made_since, long_lived_frozen
 from suite.evaluation import runner
 
 from test_core import _linear_net  # a linear net and the 4x4 images it classifies
@@ -83,6 +83,20 @@ def test_a_block_inside_a_run_freezes_what_was_made_since_and_the_run_gives_all_
     with long_lived_frozen():  # a block alone (a recipe run outside an evaluation) gives back its own
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0
+
+
+def test_holding_what_was_made_since_freezes_it_inside_a_run_only():
+    """A text stream freezes what its finished searches left every window (hold_made_since):
+    inside a run's block that is frozen until the run gives it all back; outside, nothing."""
+    made = [[] for _ in range(5000)]
+    hold_made_since()
+    assert gc.get_freeze_count() == 0
+    with long_lived_frozen():
+        outer = gc.get_freeze_count()
+        made += [[] for _ in range(5000)]
+        hold_made_since()
+        assert gc.get_freeze_count() >= outer + 5000
+    assert gc.get_freeze_count() == 0 and len(made) == 10000
 
 
 def test_a_text_recipes_searches_run_with_the_recipe_frozen_too(sentiment_model, monkeypatch):

@@ -23,7 +23,7 @@ from suite.attacks import Attack
 from suite.calibration import fit_nll_temperature, optimise_temperature
 from suite.calibration.platt import fit_platt
 from suite.data.base import Example
-from suite.evaluation.batching import run_in_batches, stream_in_windows
+from suite.evaluation.batching import attack_in_parts
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.scoring import CleanScores, check_outputs, score_batch
 from suite.models import Classifier
@@ -144,13 +144,8 @@ def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: 
             scores = score_batch(prepared.model, batch, outputs, [correct[ex.id] for ex in batch], pooled=searched)
             robust.update((ex.id, score["robust"]) for ex, score in zip(batch, scores))
 
-        size, what = prepared.fixed_batch_size, f"{prepared.name}: {key}@opt"
-        if attack.streams:  # text searches: the next example starts as soon as one finishes
-            stream_in_windows(examples, size, lambda items, window: attack.stream(
-                view, items, prepared.attack_seed, window), commit, what=what, device=view.device)
-        else:
-            run_in_batches(examples, size, lambda batch: commit(batch, attack.run(view, batch, prepared.attack_seed)),
-                           what=what, device=view.device, halve=attack.loss_reduction != "mean")
+        attack_in_parts(attack, view, examples, prepared.fixed_batch_size, prepared.attack_seed, commit,
+                        what=f"{prepared.name}: {key}@opt")
         # Summed in the examples' order, whatever order they finished in; every process gets the
         # same total, so all follow the same Brent path.
         q = processes.sum(sum(robust[ex.id] for ex in examples)) / len(pool)

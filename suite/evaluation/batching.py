@@ -167,6 +167,26 @@ def run_in_batches(items: Sequence[T], size: int, run: Callable[[list[T]], None]
     return size
 
 
+def attack_in_parts(attack: Any, model: Any, items: Sequence[T], size: int, seed: int,
+                    commit: Callable[[list[T], list[Any]], None], *, what: str,
+                    load: Callable[[list[T]], list[T]] = list) -> int:
+    """Attack ``items`` on ``model`` and hand each finished part to ``commit(examples,
+    outputs)``: a text recipe's searches as they end, ``size`` under way at once
+    (:func:`stream_in_windows`), any other attack in batches of ``size`` (:func:`run_in_batches`;
+    ``load`` makes a batch's examples ready first, e.g. decodes streamed images). Returns the
+    size the last part ran at."""
+    device = getattr(model, "device", None)
+    if attack.streams:
+        return stream_in_windows(items, size, lambda part, window: attack.stream(model, part, seed, window), commit,
+                                 what=what, device=device)
+
+    def run(batch: list[T]) -> None:
+        batch = load(batch)
+        commit(batch, attack.run(model, batch, seed))
+
+    return run_in_batches(items, size, run, what=what, device=device, halve=attack.loss_reduction != "mean")
+
+
 def stream_in_windows(items: Sequence[T], size: int, stream: Callable[[list[T], int], Iterator[list[tuple[int, Any]]]],
                       commit: Callable[[list[T], list[Any]], None], *, what: str, device: Any = None) -> int:
     """:func:`run_in_batches` for an attack whose examples finish one by one (a text recipe's

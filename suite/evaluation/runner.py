@@ -25,7 +25,7 @@ from typing import Any
 from suite.collector import long_lived_frozen
 from suite.data.base import Example, LazyInput
 from suite.evaluation.adversary import adversary_temperatures, same_search, search_model, temperature_of, view_for
-from suite.evaluation.batching import AUTO, probe_batch_size, probes, run_in_batches, stream_in_windows
+from suite.evaluation.batching import AUTO, attack_in_parts, probe_batch_size, probes
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
 from suite.evaluation.records import RESULTS_FILE
@@ -165,24 +165,17 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
                      for ex, out, correct, score in zip(batch, outputs, clean, scores))
         progress.update(len(batch))
 
-    def attack_batch(batch: list) -> None:
+    def decoded(batch: list) -> list:
         # Records are appended only once the whole batch is attacked: a batch that runs out of
-        # memory commits nothing, and is retried smaller (:func:`run_in_batches`).
+        # memory commits nothing, and is retried smaller (:func:`~.batching.run_in_batches`); text searches
+        # are recorded as each ends, the next example's taking its place (``size`` under way).
         # A streamed image is decoded once for the attack, the check of its output and its
         # scoring, not by each: the batch holds its pixels (and only its) until it is recorded.
-        batch = [Example(ex.id, ex.input, ex.label) if isinstance(ex.source, LazyInput) else ex for ex in batch]
-        commit(batch, run.attack.run(view, batch, prepared.attack_seed))
+        return [Example(ex.id, ex.input, ex.label) if isinstance(ex.source, LazyInput) else ex for ex in batch]
 
-    what = f"{prepared.name}: {run.key}"
     with progress_bar(len(pending), run.key, unit="ex") as progress:
-        if run.attack.streams:
-            # Text searches finish one by one: each is recorded as it ends, and the next example's
-            # search takes its place (``size`` alive at once).
-            size = stream_in_windows(pending, size, lambda items, window: run.attack.stream(
-                view, items, prepared.attack_seed, window), commit, what=what, device=view.device)
-        else:
-            size = run_in_batches(pending, size, attack_batch, what=what, device=view.device,
-                                  halve=run.attack.loss_reduction != "mean")
+        size = attack_in_parts(run.attack, view, pending, size, prepared.attack_seed, commit,
+                               what=f"{prepared.name}: {run.key}", load=decoded)
     prepared.batch_sizes[run.key] = size
     store.share()
 

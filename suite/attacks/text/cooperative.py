@@ -219,11 +219,6 @@ class Driver:
 
         return query
 
-    def run(self, searches: Iterable[Search]) -> None:
-        """Run every search to its end (results and errors are left on each :class:`Search`)."""
-        for _ in self.stream(searches):
-            pass
-
     def stream(self, searches: Iterable[Search]) -> Iterator[list[Search]]:
         """Run the searches, at most ``concurrent`` at a time, and yield those that finished after
         each round of turns (in the order they were given within a round). A finished search's
