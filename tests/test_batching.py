@@ -241,8 +241,18 @@ def text_at_one(sentiment_model, tmp_path_factory):
     return _records(output)
 
 
+def _lanes(monkeypatch, lanes: int) -> None:
+    """Text streams in ``lanes`` lanes (two: a pass in its own thread beside the other lane's
+    turns, as on a GPU), whatever the device."""
+    from suite.attacks.text import cooperative
+
+    monkeypatch.setattr(cooperative.Driver, "lane_count", lambda self: max(1, min(lanes, self.concurrent)))
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
 def test_an_out_of_memory_error_in_a_text_stream_halves_the_searches_at_once_and_loses_nothing(
-        sentiment_model, tmp_path, caplog, monkeypatch, text_at_one):
+        sentiment_model, tmp_path, caplog, monkeypatch, text_at_one, lanes):
+    _lanes(monkeypatch, lanes)
     fault = TextFault(sentiment_model, _oom(100), at=4)
     monkeypatch.setattr(sentiment_model, "text_rows", fault)
     with caplog.at_level(logging.WARNING, logger="suite.evaluation.batching"):
@@ -253,10 +263,13 @@ def test_an_out_of_memory_error_in_a_text_stream_halves_the_searches_at_once_and
     assert _without_timing(_records(tmp_path / "run")) == _without_timing(text_at_one)
 
 
+@pytest.mark.parametrize("lanes", [1, 2])
 def test_an_interrupted_text_stream_keeps_every_search_that_finished(sentiment_model, tmp_path, monkeypatch,
-                                                                     text_at_one):
+                                                                     text_at_one, lanes):
     """Each search is recorded as it finishes: Ctrl-C in the middle keeps those, and the rerun
-    attacks only the rest, for the records of an uninterrupted run."""
+    attacks only the rest, for the records of an uninterrupted run. With two lanes the Ctrl-C
+    comes from the pass's own thread, and the rerun also runs in two lanes."""
+    _lanes(monkeypatch, lanes)
     monkeypatch.setattr(sentiment_model, "text_rows", TextFault(sentiment_model, KeyboardInterrupt(), at=8))
     task = _text_task(sentiment_model)
     with pytest.raises(KeyboardInterrupt):
@@ -265,6 +278,7 @@ def test_an_interrupted_text_stream_keeps_every_search_that_finished(sentiment_m
     kept = [row for row in _records(tmp_path / "run") if row["kind"] == "attack"]
     assert 0 < len(kept) < 16
     monkeypatch.undo()
+    _lanes(monkeypatch, lanes)
     attacked = []
     recipe_stream = type(build_attack("deepwordbug")).stream
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from typing import Any, ClassVar
 
 import numpy as np
@@ -210,6 +211,109 @@ def test_a_stream_starts_the_next_search_as_soon_as_one_finishes(sentiment_model
     assert len(queries) < in_blocks
     outputs = dict(streamed)
     assert _fields([outputs[i] for i in range(N)]) == _fields(blocks)
+
+
+@pytest.mark.parametrize("name", ["deepwordbug", "pwws"])
+def test_two_lanes_overlap_passes_with_turns_and_find_the_same(sentiment_model, examples, monkeypatch, name):
+    """In two lanes, one half's pass runs in a thread of its own while the other half takes its
+    turns (as on a GPU): the same outputs as one lane, handed out as they finish; passes are
+    made in that thread only, and some turns run while a pass is under way."""
+    from suite.attacks.text import cooperative
+
+    recipe = _recipe(name, sentiment_model)
+    one = dict(pair for pairs in recipe.stream(sentiment_model, examples, 3, window=8) for pair in pairs)
+    passes, turns = [], []
+
+    class Slow(TemperatureScaled):
+        def text_rows(self, texts):
+            start = time.perf_counter()
+            time.sleep(0.02)  # long enough for the other lane's turns to run meanwhile
+            rows = super().text_rows(texts)
+            passes.append((start, time.perf_counter(), threading.current_thread().name))
+            return rows
+
+    give_turn = cooperative.Driver._give_turn
+
+    def timed(self, search):
+        turns.append(time.perf_counter())
+        give_turn(self, search)
+
+    monkeypatch.setattr(cooperative.Driver, "_give_turn", timed)
+    monkeypatch.setattr(cooperative.Driver, "lane_count", lambda self: 2)
+    two = dict(pair for pairs in recipe.stream(Slow(sentiment_model, 1.0), examples, 3, window=8) for pair in pairs)
+    assert _fields([two[i] for i in range(N)]) == _fields([one[i] for i in range(N)])
+    assert {thread for _, _, thread in passes} == {"advsuite-text-pass_0"}
+    assert any(start < turn < end for start, end, _ in passes for turn in turns)
+
+
+class _Device(Classifier):
+    """A stand-in with a device, pooled rows or not, and thread safety or not (never called)."""
+
+    modality = "text"
+    labels = ["neg", "pos"]
+    info = None
+
+    def __init__(self, device, pools, safe):
+        self._device, self.pools, self.safe = torch.device(device), pools, safe
+
+    @property
+    def device(self):
+        return self._device
+
+    @property
+    def thread_safe(self):
+        return self.safe
+
+    def text_rows(self, texts):
+        return torch.empty(0, 2) if self.pools else None
+
+    def _forward(self, batch):
+        raise AssertionError("not called")
+
+
+@pytest.mark.parametrize(("device", "pools", "safe", "concurrent", "lanes"), [
+    ("cuda", True, True, 256, 2),
+    ("cuda", True, True, 1, 1),   # one search: nothing to overlap with
+    ("cuda", False, True, 256, 1),  # each search's texts on their own
+    ("cuda", True, False, 256, 1),  # a model in memory may keep state between calls
+    ("cpu", True, True, 256, 1),  # a pass and the other lane's turns would share the cores
+    ("meta", True, True, 256, 2),
+])
+def test_two_lanes_where_the_passes_run_beside_the_host(device, pools, safe, concurrent, lanes):
+    from suite.attacks.text.cooperative import Driver
+
+    model = _Device(device, pools, safe)
+    assert Driver(model, concurrent, 8).lane_count() == lanes
+    assert Driver(model, concurrent, 8, lanes=2).lane_count() == min(2, concurrent)
+    assert Driver(Memoised(model) if safe else model, concurrent, 8).lane_count() == (
+        2 if (device != "cpu" and safe and concurrent > 1) else 1)
+
+
+def test_the_memo_serves_two_threads_at_once(sentiment_model, examples):
+    """Two threads reading a small memo at once (it evicts all the while) get the model's own
+    rows, and the memo stays consistent."""
+    texts = [ex.input for ex in examples]
+    expected = dict(zip(texts, sentiment_model.text_rows(texts)))
+    memo = Memoised(sentiment_model, capacity=5)
+    errors = []
+
+    def read(seed):
+        generator = random.Random(seed)
+        try:
+            for _ in range(40):
+                batch = generator.sample(texts, 4)
+                rows = memo.text_rows(batch)
+                assert all(torch.equal(row, expected[text]) for text, row in zip(batch, rows))
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=read, args=(seed,)) for seed in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(memo._memo) == 5 and all(torch.equal(row, expected[text]) for text, row in memo._memo.items())
 
 
 class _Unpooled(Classifier):

@@ -148,6 +148,15 @@ class Classifier(ABC):
         size or process count). ``None`` by default."""
         return None
 
+    @property
+    def thread_safe(self) -> bool:
+        """Whether two threads may call the model at once (each call is then served whole, one
+        after the other, or side by side where that is safe). Cooperative text searches score one
+        half of their candidates in a thread of their own while the other half runs
+        (:meth:`~suite.attacks.text.cooperative.Driver.lane_count`) only where it is. ``False``
+        by default: a model in memory may keep state between calls."""
+        return False
+
     def embedding_logits(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Text models: token ids, the input embeddings as a leaf that requires grad, and the
         logits computed from them (under ``torch.enable_grad``). Gradient-ranked text attacks

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,20 +55,30 @@ class HFTextClassifier(TorchClassifier):
         num_labels = model.config.num_labels
         id2label = getattr(model.config, "id2label", None) or {}
         self.labels = [str(id2label.get(i, id2label.get(str(i), f"LABEL_{i}"))) for i in range(num_labels)]
+        #: Held by every call that tokenises or runs the module, so that two threads (a text
+        #: stream's pass beside its caller's scoring) take turns: a fast tokenizer refuses to be
+        #: reconfigured by one thread while another encodes ("Already borrowed").
+        self.serial = threading.RLock()
+
+    @property
+    def thread_safe(self) -> bool:
+        return True
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         """Tokenise with dynamic padding and truncation, on the model's device."""
-        encoded = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
-        )
+        with self.serial:
+            encoded = self.tokenizer(
+                list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
         return {key: value.to(self.device) for key, value in encoded.items()}
 
     def embedding_logits(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        encoded = self.tokenize(texts)
-        embeddings = self.module.get_input_embeddings()(encoded["input_ids"]).detach().requires_grad_(True)
-        rest = {key: value for key, value in encoded.items() if key != "input_ids"}
-        with torch.enable_grad():
-            logits = self.module(inputs_embeds=embeddings, **rest).logits.float()
+        with self.serial:
+            encoded = self.tokenize(texts)
+            embeddings = self.module.get_input_embeddings()(encoded["input_ids"]).detach().requires_grad_(True)
+            rest = {key: value for key, value in encoded.items() if key != "input_ids"}
+            with torch.enable_grad():
+                logits = self.module(inputs_embeds=embeddings, **rest).logits.float()
         return encoded["input_ids"], embeddings, logits
 
     def text_rows(self, texts: Sequence[str]) -> torch.Tensor:
@@ -88,9 +99,13 @@ class HFTextClassifier(TorchClassifier):
         values then depend on the pass at float rounding, as any batched CUDA result does.
         """
         texts = list(texts)
-        rows = torch.empty(len(texts), self.num_classes)
         if not texts:
-            return rows
+            return torch.empty(0, self.num_classes)
+        with self.serial:
+            return self._text_rows(texts)
+
+    def _text_rows(self, texts: list[str]) -> torch.Tensor:
+        rows = torch.empty(len(texts), self.num_classes)
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)
         lengths = [len(ids) for ids in encoded["input_ids"]]
         cpu = self.device.type == "cpu"
@@ -139,7 +154,8 @@ class HFTextClassifier(TorchClassifier):
     def _forward(self, batch: Sequence[str]) -> torch.Tensor:
         if isinstance(batch, str):
             raise TypeError("text models take a list of strings, not a single string")
-        return self.module(**self.tokenize(batch)).logits
+        with self.serial:
+            return self.module(**self.tokenize(batch)).logits
 
 
 def _default_max_length(model, tokenizer) -> int:

@@ -9,6 +9,7 @@ task's text attacks shares (:class:`Memoised`).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -45,6 +46,10 @@ class LogitView(Classifier):
     def text_rows(self, texts: Sequence[str]) -> torch.Tensor | None:
         rows = self.base.text_rows(texts)
         return None if rows is None else self._rescale(rows)
+
+    @property
+    def thread_safe(self) -> bool:
+        return self.base.thread_safe  # a view keeps no state of its own (the memo guards its own)
 
     def __getattr__(self, name: str) -> Any:
         if name == "base":
@@ -160,6 +165,7 @@ class Memoised(LogitView):
         self.capacity = capacity
         self.hits = 0
         self._memo: OrderedDict[str, torch.Tensor] = OrderedDict()
+        self._lock = threading.Lock()
 
     def _forward(self, batch: Any) -> torch.Tensor:
         if torch.is_grad_enabled() or not isinstance(batch, list) or not all(isinstance(t, str) for t in batch):
@@ -171,22 +177,27 @@ class Memoised(LogitView):
 
     def _remembered(self, batch: list[str]) -> torch.Tensor:
         # Missing rows come from the base model's pooled rows where it has them: each row's value
-        # then depends on its text alone, not on what it was first computed with.
+        # then depends on its text alone, not on what it was first computed with. The memo may
+        # be read by two threads at once (a text stream's pass beside its caller's scoring): its
+        # state changes under a lock, and the pass runs outside it, on the rows found missing.
         memo = self._memo
-        missing = list(dict.fromkeys(text for text in batch if text not in memo))
+        with self._lock:
+            found = {text: memo[text] for text in batch if text in memo}
+        missing = [text for text in dict.fromkeys(batch) if text not in found]
         if missing:
             rows = self.base.text_rows(missing)
             if rows is None:
                 rows = self.base._forward(missing)
-            for text, row in zip(missing, rows.float().cpu()):
-                memo[text] = row
-        self.hits += len(batch) - len(missing)
-        for text in batch:
-            memo.move_to_end(text)
-        rows = torch.stack([memo[text] for text in batch]) if batch else torch.empty(0, self.num_classes)
-        while len(memo) > self.capacity:
-            memo.popitem(last=False)
-        return rows
+            found.update(zip(missing, rows.float().cpu()))
+        with self._lock:
+            self.hits += len(batch) - len(missing)
+            for text in batch:
+                if text not in memo:  # computed here, or let go by another thread meanwhile
+                    memo[text] = found[text]
+                memo.move_to_end(text)
+            while len(memo) > self.capacity:
+                memo.popitem(last=False)
+        return torch.stack([found[text] for text in batch]) if batch else torch.empty(0, self.num_classes)
 
     def embedding_logits(self, texts: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.base.embedding_logits(texts)  # gradients are never remembered

@@ -8,15 +8,18 @@ model for scores, then hands the turn on. Once every live search is waiting, the
 all their pending texts at once (the model's :meth:`~suite.models.base.Classifier.text_rows`:
 sorted by token length, in passes sized by rows on the CPU and by tokens on CUDA) and hands
 each search its rows. A search that ends is handed out at once and the next example's search
-takes its place (:meth:`Driver.stream`).
+takes its place (:meth:`Driver.stream`). On a GPU the searches run in two lanes: one half's
+pass runs in a thread of its own while the other half takes its turns, so the host's search
+work and the device's passes overlap (:meth:`Driver.lane_count`).
 
 Everything per example stays per example, so each search is the search TextAttack runs on its
 example alone:
 
 - each search has its own TextAttack ``Attack`` (goal function, search method, caches); only
   the transformation and the constraints, which hold no per-example state, are shared;
-- one thread runs at a time, and Python's, NumPy's and torch's global RNGs (which TextAttack
-  draws from) are seeded per example and saved and restored at every hand-off;
+- one search runs at a time, and Python's, NumPy's and torch's global RNGs (which TextAttack
+  draws from) are seeded per example and saved and restored at every hand-off (a pass running
+  beside it draws nothing: the model is deterministic);
 - the query budget, early exit and result are the example's own goal function's;
 - a row's logits do not depend on the texts that share its pass (on the CPU; see
   ``text_rows``). A model without ``text_rows`` gets each search's texts on their own, as one
@@ -34,6 +37,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,10 +203,11 @@ class Driver:
         chunk: Most texts per pass for a model without ``text_rows``.
     """
 
-    def __init__(self, model: Classifier, concurrent: int, chunk: int) -> None:
+    def __init__(self, model: Classifier, concurrent: int, chunk: int, lanes: int | None = None) -> None:
         self.model = model
         self.concurrent = concurrent
         self.chunk = chunk
+        self.lanes = lanes
         self._turn = threading.Semaphore(0)
 
     def channel(self, search: Search):
@@ -228,42 +233,75 @@ class Driver:
         torch's global RNGs hold the states they had when the stream began (what the caller
         draws from them meanwhile is the caller's affair: the searches keep states of their
         own). Closing the stream early (an error or Ctrl-C in the caller) stops every live
-        search, as an error inside it does."""
+        search, as an error inside it does.
+
+        With two lanes (:meth:`lane_count`) the live searches are split in two halves that take
+        turns: while one half's pending texts are scored (in a thread of their own), the other
+        half runs its turns, so the host's search work and the model's passes overlap instead of
+        adding up. A round is then one half's turns and one pooled query. Which texts share a
+        pass changes, and nothing else: a search's queries and replies are its own."""
         waiting = iter(searches)
-        live: list[Search] = []
+        lanes = self.lane_count()
+        # Places per lane: the window split as evenly as it goes (5 → 3 and 2).
+        places = [self.concurrent // lanes + (lane < self.concurrent % lanes) for lane in range(lanes)]
+        live: list[list[Search]] = [[] for _ in range(lanes)]
+        scoring: list[Future | None] = [None] * lanes
+        passes = ThreadPoolExecutor(1, thread_name_prefix="advsuite-text-pass") if lanes > 1 else None
         outer = (random.getstate(), np.random.get_state(), torch.get_rng_state())
         # Each search seeds every CUDA device too (seed_torch): fork_rng gives them (and the CPU) back.
         cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         with torch.random.fork_rng(devices=cuda):
             try:
-                more = True
-                while more or live:
-                    runnable, finished = [], []
-                    while more and len(live) < self.concurrent:
-                        more = self._admit(waiting, live, runnable)
-                    runnable += [s for s in live if s.reply is not None]
+                more, lane = True, 0
+                while more or any(live):
+                    if scoring[lane] is not None:  # this half's replies (an error in its pass is raised here)
+                        future, scoring[lane] = scoring[lane], None
+                        future.result()
+                    runnable, finished, mine = [], [], live[lane]
+                    while more and len(mine) < places[lane]:
+                        more = self._admit(waiting, mine, runnable)
+                    runnable += [s for s in mine if s.reply is not None]
                     while runnable:
                         for search in runnable:
                             self._give_turn(search)
                         runnable = []
-                        for search in [s for s in live if s.finished]:
-                            live.remove(search)
+                        for search in [s for s in mine if s.finished]:
+                            mine.remove(search)
                             if search.error is not None:
                                 raise search.error
                             finished.append(search)
                             if more:
-                                more = self._admit(waiting, live, runnable)
-                    if live:
-                        self._score([s for s in live if s.request is not None])
+                                more = self._admit(waiting, mine, runnable)
+                    pending = [s for s in mine if s.request is not None]
+                    if pending and passes is not None:
+                        scoring[lane] = passes.submit(self._score, pending)
+                    elif pending:
+                        self._score(pending)
                     if finished:
                         random.setstate(outer[0])
                         np.random.set_state(outer[1])
                         torch.set_rng_state(outer[2])
                         yield finished
+                    lane = (lane + 1) % lanes
             finally:
-                self._abort(live)
+                if passes is not None:  # no pass outlives the stream (an out-of-memory retry follows it)
+                    passes.shutdown(wait=True, cancel_futures=True)
+                self._abort([search for mine in live for search in mine])
                 random.setstate(outer[0])
                 np.random.set_state(outer[1])
+
+    def lane_count(self) -> int:
+        """Two lanes (:meth:`stream`) where the model runs on a GPU, pools texts (``text_rows``)
+        and may be called from two threads at once (``thread_safe``), and two or more searches
+        run at once: the GPU's passes then run beside the host's turns. One otherwise: on the
+        CPU a lane's pass and the other lane's turns would share the same cores. ``lanes``
+        (the constructor's) overrides it."""
+        if self.lanes is not None:
+            return max(1, min(self.lanes, self.concurrent))
+        model = self.model
+        if self.concurrent < 2 or getattr(model.device, "type", "cpu") == "cpu" or not model.thread_safe:
+            return 1
+        return 2 if model.text_rows([]) is not None else 1
 
     def _admit(self, waiting: Iterator[Search], live: list[Search], runnable: list[Search]) -> bool:
         """Start the next waiting search, if any (False when none is left)."""

@@ -18,6 +18,7 @@ and the attack only see logits.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 
@@ -94,6 +95,8 @@ def _wrapper_class() -> type:
             tokenizer = getattr(self.model, "tokenizer", None)
             if tokenizer is None:
                 return [text.split() for text in inputs]
-            return [tokenizer.convert_ids_to_tokens(tokenizer(text, truncation=True)["input_ids"]) for text in inputs]
+            # The model's own lock, where it has one: its pass may be running in another thread.
+            with getattr(self.model, "serial", contextlib.nullcontext()):
+                return [tokenizer.convert_ids_to_tokens(tokenizer(text, truncation=True)["input_ids"]) for text in inputs]
 
     return SuiteModelWrapper
