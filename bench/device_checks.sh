@@ -19,16 +19,18 @@
 #       timeout_s=580)
 #
 # What is left after the third H200: DeepWordBug on every held-out sentence the model classifies
-# correctly (about 1,600), where the end-to-end ratio should near the loop's, then `auto` again
-# (since then, text searches are streamed 256 at a time: at 960 on the CPU, 43 pooled queries
-# where blocks of 128 made 191; this call measures what that does to a GPU's passes):
+# correctly (about 1,600), where the end-to-end ratio should near the loop's, then `auto` again.
+# Since then, text searches are streamed 256 at a time (at 960 on the CPU, 43 pooled queries
+# where blocks of 128 made 191), and on a GPU they run in two lanes, one half's pass beside the
+# other half's turns (the H200's loop was the host's turns plus the passes, one after the other);
+# `one-lane` is the same suite.evaluate with the passes after the turns, the A/B of the lanes:
 #
 #   run(command="SCALE_N=256 SCALE_SECTIONS=image:auto,profile:auto TEXT_NS=1600 TEXT_RECIPES=deepwordbug
-#                TEXT_SIDES=command bash bench/device_checks.sh text:400 scale:150", carry=[".device"],
-#       timeout_s=590)
+#                TEXT_SIDES='suite one-lane command' bash bench/device_checks.sh text:420 scale:130",
+#       carry=[".device"], timeout_s=590)
 #
-# (TEXT_SIDES=command: the plain loop against the `advsuite evaluate` command only, which is what a
-# user runs, so that the part fits its 320 s; `suite.evaluate` in a script was measured at 240.)
+# (the plain loop at 1,600 is about 130 s, each suite side about 45 s, the model's training 50 s;
+# the scale part takes what is left: `auto` alone is about 45 s of it.)
 #
 # Parts (what each measures: the docstrings of the scripts it runs; times from one H200):
 #   text   bench/text_attacks.py --speed --size base: a BERT-base shape trained on Rotten

@@ -175,8 +175,10 @@ def versus_textattack(model_dir: Path, data: Path, n: int, recipe: str) -> dict:
 SPEED_RECIPES = ("deepwordbug", "pwws")
 #: plain: a TextAttack loop in a script; suite: ``suite.evaluate`` in a script; command: the
 #: ``advsuite evaluate`` console script (which also skips the collector's scans at exit).
-SPEED_SIDES = ("plain", "suite", "command")
-SIDE_NAMES = {"suite": "suite.evaluate", "command": "advsuite evaluate"}
+SPEED_SIDES = ("plain", "suite", "one-lane", "command")
+#: one-lane: suite.evaluate with its searches in one lane (the passes after the turns, not beside
+#: them: what the CPU does, and the GPU did before two lanes), against ``suite``'s two on a GPU.
+SIDE_NAMES = {"suite": "suite.evaluate", "one-lane": "suite.evaluate in one lane", "command": "advsuite evaluate"}
 
 
 #: --speed's models: directory name, description, training shape and rate.
@@ -285,14 +287,14 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
                     print(f"{recipe} n={len(chosen)}: {side}'s runs found different examples", flush=True)
             row = {"recipe": recipe, "n": len(chosen)}
             for side in args.sides[1:]:  # each against the plain loop; the suite's fields unprefixed
-                other, prefix = sides[side], "" if side == "suite" else f"{side}_"
+                other, prefix = sides[side], "" if side == "suite" else f"{side.replace('-', '_')}_"
                 pairs = (plain["examples"], other["examples"])
                 row.update({f"{prefix}identical_examples": sum(map(operator.eq, *pairs)),
                             # the same outcome and the same token ids: texts the model cannot tell apart
                             f"{prefix}identical_to_the_model": sum(map(seen_alike, *pairs)),
                             f"{prefix}end_to_end_ratio": plain["wall"] / other["wall"],
                             f"{prefix}loop_ratio": plain["loop"] / other["loop"]})
-            row.update({f"{side}_{key}": value.get(key) for side, value in sides.items()
+            row.update({f"{side.replace('-', '_')}_{key}": value.get(key) for side, value in sides.items()
                         for key in ("wall", "loop", "model_seconds", "passes", "rows", "successes", "walls", "phases")})
             report["rows"].append(row)
             if args.json:  # after every comparison: a run cut short keeps what it measured
@@ -301,7 +303,7 @@ def speed(args: argparse.Namespace, workdir: Path) -> dict:
                     f"{plain['model_seconds']:.1f} s, passes {plain['passes']}, rows {plain['rows']}, "
                     f"phases {plain['phases']})"]
             for side in args.sides[1:]:
-                other, prefix = sides[side], "" if side == "suite" else f"{side}_"
+                other, prefix = sides[side], "" if side == "suite" else f"{side.replace('-', '_')}_"
                 said.append(f"{SIDE_NAMES[side]} end to end x{row[prefix + 'end_to_end_ratio']:.2f} "
                             f"({other['wall']:.1f} s), loop x{row[prefix + 'loop_ratio']:.2f} ({other['loop']:.1f} s), "
                             f"identical {row[prefix + 'identical_examples']}/{row['n']} "
@@ -447,6 +449,10 @@ def speed_child(side: str, recipe: str, examples_file: Path, model_dir: Path, ou
         from suite.models import load_model
         from suite.models.config import ModelConfig
 
+        if side == "one-lane":  # the passes after the turns, not beside them
+            from suite.attacks.text import cooperative
+
+            cooperative.Driver.lane_count = lambda self: 1
         mark("imports")  # the suite, torch (transformers comes with the model)
         model = load_model(ModelConfig(spec=f"hf:{model_dir}", device=device))
         mark("load")  # transformers, the model onto the device, the tokenizer
@@ -579,10 +585,11 @@ def main() -> int:
     parser.add_argument("--device", help="--speed: where both sides run (default: CUDA when present)")
     parser.add_argument("--sides", nargs="+", choices=SPEED_SIDES, default=list(SPEED_SIDES),
                         help="--speed: what runs (plain, the baseline, always; suite: suite.evaluate in a script; "
+                             "one-lane: the same with the searches in one lane, as on the CPU; "
                              "command: the advsuite evaluate command)")
     parser.add_argument("--plain-batch-size", type=int,
                         help="--speed: texts per model call of the plain loop's goal function (TextAttack's default 32)")
-    parser.add_argument("--speed-child", choices=["plain", "suite"], help=argparse.SUPPRESS)
+    parser.add_argument("--speed-child", choices=["plain", "suite", "one-lane"], help=argparse.SUPPRESS)
     parser.add_argument("--recipe", help=argparse.SUPPRESS)
     parser.add_argument("--examples", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
