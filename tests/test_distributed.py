@@ -40,7 +40,7 @@ VOLATILE = {"seconds", "clean_seconds", "compute_seconds", "created", "provenanc
 
 
 def _record(example_id: str, kind: str = "clean", **extra) -> dict:
-    return {"kind": kind, "id": example_id, "label": 0, "prediction": 0, "correct": True, **extra}
+    return {"kind": kind, "id": example_id, "label": 0, "prediction": 0, "correct": 1.0, **extra}
 
 
 def test_shards_are_disjoint_round_robin_and_cover_everything():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -11,7 +12,7 @@ from suite.evaluation.records import RecordStore
 
 
 def _record(example_id: str) -> dict:
-    return {"kind": "clean", "id": example_id, "label": 0, "prediction": 0, "correct": True}
+    return {"kind": "clean", "id": example_id, "label": 0, "prediction": 0, "correct": 1.0}
 
 
 def test_partial_last_line_is_dropped_and_appends_stay_valid(tmp_path):
@@ -49,3 +50,59 @@ def test_orphaned_records_are_not_mixed_in(tmp_path):
     store = RecordStore(tmp_path, {"seed": 0})
     store.open(overwrite=True)
     assert store.records == {}
+
+
+def _attack(example_id: str, **changes) -> dict:
+    record = {"kind": "attack", "attack": "pgd_linf", "id": example_id, "robust": 0.0, "prediction": 3,
+              "perturbation": 0.03, "queries": 10, "seconds": 0.01}
+    record.update(changes)
+    return {key: value for key, value in record.items() if value is not ...}
+
+
+@pytest.mark.parametrize(("record", "said"), [
+    (_attack("a", robust=2.0), "its 'robust' is 2.0"),
+    (_attack("a", robust=-1.0), "its 'robust' is -1.0"),
+    (_attack("a", robust=float("nan")), "its 'robust' is NaN"),
+    (_attack("a", robust="1"), "its 'robust' is \"1\""),
+    (_attack("a", robust=...), "it has no 'robust'"),
+    (_attack("a", queries=float("inf")), "its 'queries' is Infinity"),
+    (_attack("a", queries=True), "its 'queries' is true"),
+    (_attack("a", confidence=1.5), "its 'confidence' is 1.5"),
+    ({**_record("a"), "correct": 2.0}, "its 'correct' is 2.0"),
+    ({**_record("a"), "correct": True}, "its 'correct' is true"),
+    ({**_record("a"), "label": -1}, "its 'label' is -1"),
+    ({"kind": "clean", "id": "a", "label": 0, "prediction": 0}, "it has no 'correct'"),
+])
+def test_a_damaged_record_is_refused_in_one_line_before_anything_is_written(tmp_path, record, said):
+    """A record whose values no run writes (correctness outside [0, 1], NaN, a missing field)
+    would be summed into wrong numbers: the resume refuses it, naming the line."""
+    store = RecordStore(tmp_path, {"seed": 0})
+    store.open(overwrite=False)
+    store.append([_record("a"), _record("b")])
+    store.close()
+    with open(tmp_path / "records.jsonl", "a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    before = (tmp_path / "records.jsonl").read_bytes()
+    with pytest.raises(ConfigError, match=r"line 3 is a damaged record \(" + re.escape(said) + r"\); use --overwrite"):
+        RecordStore(tmp_path, {"seed": 0}).check(overwrite=False)
+    with pytest.raises(ConfigError, match="damaged record"):
+        RecordStore(tmp_path, {"seed": 0}).open(overwrite=False)
+    assert (tmp_path / "records.jsonl").read_bytes() == before
+
+
+def test_two_different_records_of_one_example_are_refused_and_repeated_ones_read(tmp_path):
+    store = RecordStore(tmp_path, {"seed": 0})
+    store.open(overwrite=False)
+    store.append([_record("a"), _attack("a")])
+    store.close()
+    with open(tmp_path / "records.jsonl", "a") as handle:  # what a merge cut short leaves: the same records again
+        handle.write(json.dumps(_record("a")) + "\n" + json.dumps(_attack("a")) + "\n")
+    again = RecordStore(tmp_path, {"seed": 0})
+    again.check(overwrite=False)
+    again.open(overwrite=False)
+    assert again.get("attack", "a", "pgd_linf") == _attack("a")
+    again.close()
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()
+    (tmp_path / "records.jsonl").write_text("\n".join([json.dumps(_attack("a", robust=1.0)), *lines]) + "\n")
+    with pytest.raises(ConfigError, match="holds two different attack records of example 'a' under 'pgd_linf'"):
+        RecordStore(tmp_path, {"seed": 0}).check(overwrite=False)

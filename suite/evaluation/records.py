@@ -27,6 +27,7 @@ per-process files.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from collections.abc import Iterable
@@ -104,8 +105,7 @@ class RecordStore:
         if existing != directory or overwrite:
             return  # a new directory, or one whose suite files are cleared
         self._verify()
-        for path in self._files():
-            _read(path)
+        _load(directory, self._files())
 
     def _verify(self) -> None:
         """The directory holds this run (or nothing at all); one clear line otherwise."""
@@ -154,10 +154,7 @@ class RecordStore:
                 self.close(failed=True)
                 raise
         processes.barrier()
-        self.records = {}
-        for path in self._files():
-            for record in _read(path):
-                self.records.setdefault(record_key(record), record)
+        self.records = _load(self.directory, self._files())
 
     def _acquire(self, wait: bool) -> None:
         self._lock = lock_directory(self.directory, wait)
@@ -246,6 +243,21 @@ def _repair(path: Path) -> None:
             handle.truncate(end)
 
 
+def _load(directory: Path, files: list[Path]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Every record of ``files`` by key; one line for a damaged record or two different records
+    of one key (a merge cut short repeats records whole, and those are the same)."""
+    records: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for path in files:
+        for record in _read(path):
+            key = record_key(record)
+            if records.setdefault(key, record) != record:
+                kind, attack, example = key
+                raise ConfigError(f"{str(directory)!r} holds two different {kind} records of example {example!r}"
+                                  f"{f' under {attack!r}' if attack else ''}: its records are damaged; use "
+                                  "--overwrite to start over")
+    return records
+
+
 def _read(path: Path) -> list[dict[str, Any]]:
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
@@ -259,6 +271,10 @@ def _read(path: Path) -> list[dict[str, Any]]:
                                   "use --overwrite to start over") from error
             if not _is_record(record):
                 raise ConfigError(f"{str(path)!r} line {number} is not an advsuite record; use --overwrite to start over")
+            problem = record_problem(record)
+            if problem is not None:
+                raise ConfigError(f"{str(path)!r} line {number} is a damaged record ({problem}); "
+                                  "use --overwrite to start over")
             records.append(record)
     return records
 
@@ -266,3 +282,45 @@ def _read(path: Path) -> list[dict[str, Any]]:
 def _is_record(record: Any) -> bool:
     return (isinstance(record, dict) and record.get("kind") in RECORD_KINDS and isinstance(record.get("id"), str)
             and isinstance(record.get("attack", ""), str))
+
+
+def _fraction(value: Any) -> bool:
+    return _number(value) and 0.0 <= value <= 1.0
+
+
+def _number(value: Any) -> bool:
+    """A finite JSON number (``true`` is not one; NaN and infinities never come from a run)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+#: What each field of a record must hold (a field not named here is not checked); ``None``
+#: allowed where a run may write it.
+_CLEAN_FIELDS = {"label": _count, "prediction": _count, "correct": _fraction}
+_ATTACK_FIELDS = {"robust": _fraction, "prediction": _count, "perturbation": lambda v: _number(v) and v >= 0,
+                  "queries": _count, "seconds": lambda v: _number(v) and v >= 0}
+_ATTACK_OPTIONAL = {"forward_rows": _count, "confidence": _fraction, "temperature": lambda v: _number(v) and v > 0,
+                    "adversarial": lambda v: isinstance(v, str), "extras": lambda v: isinstance(v, dict)}
+
+
+def record_problem(record: dict[str, Any]) -> str | None:
+    """What is wrong with a record's values (``None``: nothing). A run writes correctness in
+    [0, 1], counts as whole numbers and no NaN, so a record that breaks this was damaged or
+    written by hand, and the numbers summed from it would be wrong."""
+    kind = record["kind"]
+    if kind == "adversary":
+        return None if _number(record.get("temperature")) and record["temperature"] > 0 else "its temperature"
+    required = _CLEAN_FIELDS if kind == "clean" else _ATTACK_FIELDS
+    for name, valid in required.items():
+        if name not in record:
+            return f"it has no {name!r}"
+        if not valid(record[name]):
+            return f"its {name!r} is {json.dumps(record[name])[:40]}"
+    if kind == "attack":
+        for name, valid in _ATTACK_OPTIONAL.items():
+            if record.get(name) is not None and not valid(record[name]):
+                return f"its {name!r} is {json.dumps(record[name])[:40]}"
+    return None
