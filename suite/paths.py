@@ -50,6 +50,23 @@ def temporary_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
+def is_temporary(name: str) -> bool:
+    """Whether a file name is a staged write's (:func:`temporary_path`): one a kill left behind
+    belongs to the suite, and the next run of the directory removes it."""
+    head, _, rest = name.rpartition(".tmp")
+    stem, _, pid = head.rpartition(".")
+    return not rest and name.startswith(".") and len(stem) > 1 and pid.isdigit()
+
+
+def remove_temporaries(directory: Path) -> None:
+    """Remove the staged writes (:func:`is_temporary`) a killed run left in ``directory`` and its
+    subdirectories; call it while holding the directory's lock, so no live write is among them."""
+    for path in Path(directory).rglob(".*.tmp"):
+        if is_temporary(path.name) and path.is_file():
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
 def sync(handle: BinaryIO) -> None:
     """Flush ``handle`` to the disk: every write of the suite commits here."""
     handle.flush()
@@ -152,8 +169,9 @@ def writable_parent(directory: Path) -> Path:
 
 
 def listing(directory: Path, shown: int = 3) -> str:
-    """The first entries of ``directory``, quoted (``'a', 'b', 'c', ...``); ``""`` when empty."""
-    names = sorted(path.name for path in directory.iterdir())
+    """The first entries of ``directory``, quoted (``'a', 'b', 'c', ...``); ``""`` when empty.
+    Staged writes a kill left behind (:func:`is_temporary`) are the suite's, and not listed."""
+    names = sorted(path.name for path in directory.iterdir() if not is_temporary(path.name))
     return ", ".join(repr(name) for name in names[:shown]) + (", ..." if len(names) > shown else "")
 
 

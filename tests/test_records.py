@@ -106,3 +106,39 @@ def test_two_different_records_of_one_example_are_refused_and_repeated_ones_read
     (tmp_path / "records.jsonl").write_text("\n".join([json.dumps(_attack("a", robust=1.0)), *lines]) + "\n")
     with pytest.raises(ConfigError, match="holds two different attack records of example 'a' under 'pgd_linf'"):
         RecordStore(tmp_path, {"seed": 0}).check(overwrite=False)
+
+
+def test_what_a_kill_left_mid_write_does_not_claim_the_directory_and_is_removed(tmp_path):
+    """A kill between a staged write and its rename leaves ``.<name>.<pid>.tmp``: the rerun of
+    the same command resumes (the file is the suite's), and removes such leftovers."""
+    (tmp_path / ".run.json.2282.tmp").write_text('{"seed": 0')  # killed writing the first run.json
+    store = RecordStore(tmp_path, {"seed": 0})
+    store.check(overwrite=False)
+    store.open(overwrite=False)
+    store.append([_record("a")])
+    store.close()
+    (tmp_path / ".results.json.77.tmp").write_text("{")
+    (tmp_path / "samples" / "pgd_linf").mkdir(parents=True)
+    (tmp_path / "samples" / "pgd_linf" / ".a.png.77.tmp").write_bytes(b"\x89PNG")
+    again = RecordStore(tmp_path, {"seed": 0})
+    again.check(overwrite=False)
+    again.open(overwrite=False)
+    assert again.has("clean", "a")
+    assert not [path for path in tmp_path.rglob("*.tmp")]
+
+
+def test_overwriting_removes_only_what_the_suite_wrote_in_samples(tmp_path):
+    store = RecordStore(tmp_path, {"seed": 0})
+    store.open(overwrite=False)
+    store.close()
+    samples = tmp_path / "samples"
+    (samples / "pgd_linf").mkdir(parents=True)
+    (samples / "pgd_linf" / "s1.png").write_bytes(b"\x89PNG")
+    (samples / "grid-pgd_linf.png").write_bytes(b"\x89PNG")
+    (samples / "mydata.csv").write_text("precious")
+    replaced = RecordStore(tmp_path, {"seed": 1})
+    replaced.check(overwrite=True)
+    replaced.open(overwrite=True)
+    assert sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*")) == [
+        "run.json", "samples", "samples/mydata.csv"]
+    assert (samples / "mydata.csv").read_text() == "precious"

@@ -21,7 +21,8 @@ from suite.errors import ConfigError
 from suite.models import load_model
 from tiny_models import flip_tensor_bytes
 
-from suite.models.weights import HASH_FILE, WeightsMismatchError, file_sha256, record_hashes, verify_weights
+from suite.models.weights import (HASH_FILE, WeightsMismatchError, file_sha256, record_hashes, recorded_entry,
+                                  verify_weights)
 
 WEIGHTS = "model.safetensors"
 
@@ -34,8 +35,8 @@ def _enter_cache(tmp_path: Path, monkeypatch, *specs: str) -> list[Path]:
     for spec in specs:
         source = Path(load_model(spec).info.extra["path"])
         target = shutil.copytree(source, cache / source.name)
-        if not (target / HASH_FILE).exists():  # a shared cache filled before hashes were recorded
-            record_hashes(target)
+        if recorded_entry(target) != target.name:  # a shared cache filled before entries were recorded
+            record_hashes(target, entry=target.name)
         copies.append(target)
     monkeypatch.setenv("ADVSUITE_CACHE", str(tmp_path / "cache"))
     return copies
@@ -59,11 +60,11 @@ def test_a_damaged_builtin_is_trained_again_to_the_numbers_it_had(tmp_path, monk
         after = _numbers(suite.evaluate("builtin:sentiment-init", "builtin:sentiment", attacks=["deepwordbug"], n=16,
                                         output=tmp_path / "after"))
     assert after == before
-    warnings = [record.getMessage() for record in caplog.records if "recorded hash" in record.getMessage()]
-    assert warnings == [f"builtin:sentiment-init: cached weights {entry / WEIGHTS} do not match their recorded hash "
-                        "(damaged?): retraining"]
-    # The retrained entry records its hash when written: the same weights as before the damage.
-    assert json.loads((entry / HASH_FILE).read_text())["sha256"] == {WEIGHTS: recorded}
+    warnings = [record.getMessage() for record in caplog.records if "recorded sha256" in record.getMessage()]
+    assert warnings == [f"builtin:sentiment-init: cached entry {entry} has weights {WEIGHTS!r} that do not match their "
+                        "recorded sha256 (damaged?): retraining"]
+    # The retrained entry records its hash (and its name) when written: the same weights as before the damage.
+    assert json.loads((entry / HASH_FILE).read_text()) == {"sha256": {WEIGHTS: recorded}, "entry": entry.name}
     assert file_sha256(entry / WEIGHTS) == recorded
     assert not [path for path in entry.parent.iterdir() if path.name.startswith(".")]  # nothing left behind
 
@@ -127,3 +128,46 @@ def test_ls_verify_names_the_damaged_entry(tmp_path, monkeypatch, capsys):
     assert lines[0] == (f"{digits.name}      damaged: {str(digits / WEIGHTS)!r} expected sha256 {recorded}, actual "
                         f"{file_sha256(digits / WEIGHTS)} (its next load trains it again)")
     assert lines[1].startswith(f"{text.name}  no recorded hash") and len(lines) == 2
+
+
+def test_another_builtins_entry_copied_in_is_trained_again_not_loaded(tmp_path, monkeypatch, caplog):
+    """Another built-in's whole entry (weights and hash record, consistent with each other)
+    copied in place of ``sentiment-init``'s: its record names the other entry, so the load
+    trains ``sentiment-init`` again instead of evaluating the other model under its name."""
+    init, tiny = _enter_cache(tmp_path, monkeypatch, "builtin:sentiment-init", "builtin:sentiment-tiny")
+    own = file_sha256(init / WEIGHTS)
+    shutil.rmtree(init)
+    shutil.copytree(tiny, init)
+    assert verify_weights(init / WEIGHTS) is True  # the copied record matches the copied weights
+    with caplog.at_level(logging.WARNING, logger="suite.models.builtin"):
+        model = load_model("builtin:sentiment-init")
+    assert f"cached entry {init} was recorded as {tiny.name!r}, not {init.name!r}: retraining" in caplog.text
+    assert file_sha256(init / WEIGHTS) == own and recorded_entry(init) == init.name
+    assert model.weights_hash() == load_model(f"hf:{init}").weights_hash()
+
+
+def test_a_cache_entry_is_checked_for_whose_weights_it_holds(tmp_path, monkeypatch):
+    """What makes a built-in's entry untrustworthy, each found before anything loads: no
+    record, another entry's weights or record, weights cut short, weights the record omits."""
+    from suite.models.builtin import entry_problem
+
+    digits, at = _enter_cache(tmp_path, monkeypatch, "builtin:digits-cnn", "builtin:digits-cnn-at")
+    assert entry_problem(digits, digits.name) is None and entry_problem(at, at.name) is None
+    assert entry_problem(digits, at.name) == f"was recorded as {digits.name!r}, not {at.name!r}"
+    shutil.copy(at / WEIGHTS, digits / WEIGHTS)  # another built-in's weights, the record left as it was
+    assert entry_problem(digits, digits.name) == (f"has weights {WEIGHTS!r} that do not match their recorded "
+                                                  "sha256 (damaged?)")
+    (digits / HASH_FILE).unlink()  # ... and the record deleted
+    assert entry_problem(digits, digits.name) == f"has no {HASH_FILE} (cached by an older version, or deleted)"
+    shutil.copy(at / HASH_FILE, digits / HASH_FILE)  # ... and the other entry's record copied in
+    assert entry_problem(digits, digits.name) == f"was recorded as {at.name!r}, not {digits.name!r}"
+    record_hashes(digits)  # a record written without the entry's name (as before it was recorded)
+    assert entry_problem(digits, digits.name) == "was recorded without its name (an older version)"
+    record_hashes(digits, entry=digits.name)
+    with open(digits / WEIGHTS, "r+b") as handle:  # cut short: the header may still read
+        handle.truncate(1_000_000)
+    assert "do not match their recorded sha256" in entry_problem(digits, digits.name)
+    (digits / "extra.safetensors").write_bytes(b"")
+    assert entry_problem(digits, digits.name) == "holds weights its record does not list (extra.safetensors)"
+    (digits / HASH_FILE).write_text("[1]")
+    assert entry_problem(digits, digits.name) == f"has a damaged {HASH_FILE}"

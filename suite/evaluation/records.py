@@ -26,10 +26,10 @@ per-process files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-import shutil
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from typing import Any
 from suite.errors import ConfigError
 from suite.evaluation.distributed import Processes
 from suite.paths import (KEPT_RECORDS, RESUME, append_text, atomic_write_text, check_run_directory, lock_directory,
-                         writable_parent, writing)
+                         remove_temporaries, writable_parent, writing)
 
 RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
@@ -141,6 +141,7 @@ class RecordStore:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._acquire(wait)
             try:
+                remove_temporaries(self.directory)  # what a kill left mid-write (the lock is ours)
                 if overwrite:
                     self._clear()
                 else:
@@ -166,8 +167,19 @@ class RecordStore:
         for pattern in SUITE_PATTERNS:
             for path in self.directory.glob(pattern):
                 path.unlink(missing_ok=True)
-        for name in SUITE_DIRS:
-            shutil.rmtree(self.directory / name, ignore_errors=True)
+        for name in SUITE_DIRS:  # the images it wrote (samples/grid-<attack>.png, samples/<attack>/<id>.png)
+            folder = self.directory / name
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            for path in [*folder.glob("*.png"), *folder.glob("*/*.png")]:
+                if path.is_file() and not path.is_symlink():
+                    path.unlink(missing_ok=True)
+            for path in sorted((path for path in folder.iterdir() if path.is_dir() and not path.is_symlink()),
+                               reverse=True):
+                with contextlib.suppress(OSError):
+                    path.rmdir()  # only once empty: a file of someone else's stays, and its folder
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
     def close(self, failed: bool = False) -> None:
         """Release the directory. After a failure that left no record, remove what this run

@@ -38,11 +38,12 @@ from pathlib import Path
 
 import torch
 
-from suite.errors import WriteError, is_write_fault
+from suite.errors import ConfigError, WriteError, is_write_fault
 from suite.models.base import Classifier, ModelInfo, resolve_device
 from suite.models.config import ModelConfig
 from suite.models.registry import BUILTIN_MODELS  # entries are registered lazily there
-from suite.models.weights import HASH_FILE, WeightsMismatchError, record_hashes, recorded_hashes, verify_weights
+from suite.models.weights import (HASH_FILE, WeightsMismatchError, file_sha256, record_hashes, recorded_entry,
+                                  recorded_hashes, verify_weights)
 from suite.models.word_bert import TRAIN_SEED, train_word_bert
 from suite.paths import atomic_write_text, cache_dir, cache_path, sync_files, writing
 from suite.progress import progress_bar
@@ -95,7 +96,7 @@ def _stage(name: str, recipe: str, target: Path) -> None:
     try:
         _train_pinned(recipe, staging)
         sync_files(staging)  # the training process wrote without fsync
-        record_hashes(staging)
+        record_hashes(staging, entry=name)  # the entry's own name: a record copied elsewhere says whose it is
         atomic_write_text(staging / "DONE", "ok\n")
         try:
             os.replace(staging, target)
@@ -112,9 +113,16 @@ def load_cached(spec: str, name: str, recipe: str, load: Callable[[str], Classif
 
     Its weights are checked against their recorded sha256 as they load; cached weights that no
     longer match are thrown away and trained again (one warning naming the file), so a damaged
-    cache never reports another model's numbers under the built-in's name.
+    cache never reports another model's numbers under the built-in's name. So is an entry
+    whose record is missing or names another entry (another built-in's weights, or its whole
+    entry, copied in), or whose weights no longer read (:func:`entry_problem`).
     """
     directory = cached_model(name, recipe)
+    problem = entry_problem(directory, name)
+    if problem is not None:
+        logger.warning("%s: cached entry %s %s: retraining", spec, directory, problem)
+        discard_cached(directory)
+        directory = cached_model(name, recipe)
     try:
         return load(str(directory)), directory
     except WeightsMismatchError as error:
@@ -125,6 +133,30 @@ def load_cached(spec: str, name: str, recipe: str, load: Callable[[str], Classif
         discard_cached(directory)
         directory = cached_model(name, recipe)
         return load(str(directory)), directory
+
+
+def entry_problem(directory: Path, name: str) -> str | None:
+    """Why the cache entry ``directory`` cannot be the built-in ``name`` it is filed under
+    (``None``: it can): no hash record, a record of another entry (or of an older version,
+    which recorded no name), weights the record does not cover, or weights that no longer
+    match it (flipped bytes, a truncated file)."""
+    try:
+        hashes = recorded_hashes(directory)
+    except ConfigError:
+        return f"has a damaged {HASH_FILE}"
+    if not hashes:
+        return f"has no {HASH_FILE} (cached by an older version, or deleted)"
+    entry = recorded_entry(directory)
+    if entry != name:
+        return (f"was recorded as {entry!r}, not {name!r}" if entry is not None
+                else "was recorded without its name (an older version)")
+    files = {path.name for path in Path(directory).glob("*.safetensors")}
+    if files != set(hashes):
+        return f"holds weights its record does not list ({', '.join(sorted(files ^ set(hashes)))})"
+    for file, expected in sorted(hashes.items()):
+        if file_sha256(Path(directory) / file) != expected:
+            return f"has weights {file!r} that do not match their recorded sha256 (damaged?)"
+    return None
 
 
 def discard_cached(directory: Path) -> None:
@@ -143,10 +175,19 @@ def verify_cache() -> list[tuple[str, str]]:
     root = cache_dir("models")
     findings = []
     for directory in sorted(path for path in root.iterdir() if (path / "DONE").is_file()):
-        hashes = recorded_hashes(directory)
+        try:
+            hashes = recorded_hashes(directory)
+        except ConfigError as error:
+            findings.append((directory.name, f"damaged: {error} (its next load trains it again)"))
+            continue
         if not hashes:
-            findings.append((directory.name, f"no recorded hash ({HASH_FILE} missing: cached by an older version; "
-                                             f"delete {str(directory)!r} to train it again with one)"))
+            findings.append((directory.name, f"no recorded hash ({HASH_FILE} missing: cached by an older version, "
+                                             "or deleted; its next load trains it again)"))
+            continue
+        entry = recorded_entry(directory)
+        if entry != directory.name:
+            recorded = f"recorded as {entry!r}" if entry is not None else "recorded without its name (an older version)"
+            findings.append((directory.name, f"damaged: {recorded} (its next load trains it again)"))
             continue
         damaged = []
         for file in sorted(hashes):

@@ -175,15 +175,27 @@ def file_sha256(path: Path) -> str:
         return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
-def record_hashes(directory: Path) -> dict[str, str]:
+def record_hashes(directory: Path, entry: str | None = None) -> dict[str, str]:
     """Record the sha256 of every ``*.safetensors`` at the top of ``directory`` in
-    :data:`HASH_FILE` (written atomically, after the weights); returns the record."""
+    :data:`HASH_FILE` (written atomically, after the weights); returns the record. ``entry``
+    names what the weights are (a built-in's cache entry, ``digits-cnn-v2``): a record copied
+    with its weights into another entry then says whose they are (:func:`recorded_entry`)."""
     from suite.paths import atomic_write_text
 
     directory = Path(directory)
     hashes = {path.name: file_sha256(path) for path in sorted(directory.glob("*.safetensors")) if path.is_file()}
-    atomic_write_text(directory / HASH_FILE, json.dumps({"sha256": hashes}, indent=2, sort_keys=True) + "\n")
+    record = {"sha256": hashes} if entry is None else {"sha256": hashes, "entry": entry}
+    atomic_write_text(directory / HASH_FILE, json.dumps(record, indent=2, sort_keys=True) + "\n")
     return hashes
+
+
+def recorded_entry(directory: Path) -> str | None:
+    """The name :func:`record_hashes` recorded with the hashes of ``directory``, if any."""
+    try:
+        entry = json.loads((Path(directory) / HASH_FILE).read_text(encoding="utf-8")).get("entry")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    return entry if isinstance(entry, str) else None
 
 
 def recorded_hashes(directory: Path) -> dict[str, str] | None:
