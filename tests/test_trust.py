@@ -86,6 +86,29 @@ def test_model_retrained_in_place_is_refused_never_mixed(tmp_path, digits_dir, c
     assert second["clean_accuracy"] < first["clean_accuracy"]  # the shifted head predicts 0 far too often
 
 
+def test_records_under_another_runs_run_file_are_refused_never_reported(tmp_path, capsys):
+    """``run.json`` alone ties a directory to its run: another model's records under a
+    ``run.json`` copied from this run's would be reported as this model's. The rerun checks its
+    clean pass against the recorded clean records, and refuses in one line."""
+    def command(model: str, out: Path) -> tuple:
+        return ("evaluate", "--model", model, *DIGITS, "--attacks", "fgm_linf", "--eps", "0.05", "--n", "24",
+                "--output", out)
+
+    mine, theirs = tmp_path / "at", tmp_path / "plain"
+    assert advsuite(*command("builtin:digits-cnn-at", mine)) == 0
+    assert advsuite(*command("builtin:digits-cnn", theirs)) == 0
+    shutil.copy(mine / "run.json", theirs / "run.json")
+    (theirs / "results.json").unlink()
+    records = (theirs / "records.jsonl").read_text()
+    capsys.readouterr()
+    assert advsuite(*command("builtin:digits-cnn-at", theirs)) == 2
+    line = one_error_line(capsys)
+    assert "holds records that are not this run's: the clean pass differs from its recorded clean records" in line
+    assert "was its run.json copied from another run?" in line
+    assert (theirs / "records.jsonl").read_text() == records and not (theirs / "results.json").exists()
+    assert advsuite(*command("builtin:digits-cnn-at", mine)) == 0  # its own records resume
+
+
 def test_data_file_edited_in_place_is_refused(tmp_path, capsys):
     data = tmp_path / "reviews.csv"
     rows = ["a wonderful, moving film", "dull and far too long", "great acting and a clever plot",

@@ -24,11 +24,12 @@ from typing import Any
 
 from suite.collector import long_lived_frozen
 from suite.data.base import Example, LazyInput
+from suite.errors import ConfigError
 from suite.evaluation.adversary import adversary_temperatures, same_search, search_model, temperature_of, view_for
 from suite.evaluation.batching import AUTO, attack_in_parts, probe_batch_size, probes
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
-from suite.evaluation.records import RESULTS_FILE
+from suite.evaluation.records import RESULTS_FILE, RUN_FILE
 from suite.evaluation.scoring import (CleanScores, attack_record, check_outputs, clean_record, clean_scores,
                                      score_batch, stack)
 from suite.evaluation.summary import summarise
@@ -115,6 +116,41 @@ def _execute(prepared: PreparedTask) -> Results | None:
     return write_results(store.directory / RESULTS_FILE, results)
 
 
+def _check_resumed(prepared: PreparedTask, clean: CleanScores, positions: dict[str, int]) -> None:
+    """Refuse records that are not this run's: a resumed run's recorded clean records must say
+    what the clean pass it has just made says (label, prediction, correctness). ``run.json``
+    alone ties a directory to a run, so records written by another model, under a ``run.json``
+    copied in from this one's, would otherwise be reported as this model's. On CUDA a
+    prediction whose two largest logits are within :data:`~.scoring.TIE_MARGIN_CUDA` of the
+    logits' scale may differ (another GPU, other kernels), and on the CPU one within
+    :data:`~.scoring.TIE_MARGIN` (another thread count sums in another order); nothing else."""
+    from suite.evaluation.scoring import TIE_MARGIN, TIE_MARGIN_CUDA
+
+    margin = TIE_MARGIN_CUDA if prepared.model.device.type == "cuda" else TIE_MARGIN
+    differ = []
+    for example in prepared.eval_set.examples:
+        recorded = prepared.store.get("clean", example.id)
+        if recorded is None:
+            continue
+        logits = clean.logits[positions[example.id]]
+        now = clean_record(example, logits, float(clean.correct[positions[example.id]]))
+        if all(recorded.get(key) == now[key] for key in ("label", "prediction", "correct")):
+            continue
+        if recorded.get("label") == now["label"] and len(logits) >= 2:
+            top = logits.double().topk(2).values
+            if float(top[0] - top[1]) <= margin * max(1.0, float(logits.double().abs().max())):
+                continue
+        differ.append((example.id, recorded, now))
+    if differ:
+        first, recorded, now = differ[0]
+        said = ", ".join(f"{key} {recorded.get(key)!r} recorded, {now[key]!r} now"
+                         for key in ("label", "prediction", "correct") if recorded.get(key) != now[key])
+        raise ConfigError(f"{str(prepared.store.directory)!r} holds records that are not this run's: the clean pass "
+                          f"differs from its recorded clean records at {len(differ)} example(s) (the first, {first!r}: "
+                          f"{said}); was its {RUN_FILE} copied from another run? Use --overwrite to start over or "
+                          "choose another --output")
+
+
 def _certificate(prepared: PreparedTask) -> dict[str, Any] | None:
     """The task's WDRO certificate (``certify:`` in the recipe), on every example, or None."""
     config = prepared.config.certify
@@ -129,6 +165,7 @@ def _certificate(prepared: PreparedTask) -> dict[str, Any] | None:
 def _record_clean(prepared: PreparedTask, clean: CleanScores) -> None:
     store = prepared.store
     positions = {ex.id: index for index, ex in enumerate(prepared.eval_set.examples)}
+    _check_resumed(prepared, clean, positions)
     pending = [ex for ex in store.processes.shard(prepared.eval_set.examples) if not store.has("clean", ex.id)]
     store.append(clean_record(ex, clean.logits[positions[ex.id]], float(clean.correct[positions[ex.id]]))
                  for ex in pending)
