@@ -109,6 +109,29 @@ def test_records_under_another_runs_run_file_are_refused_never_reported(tmp_path
     assert advsuite(*command("builtin:digits-cnn-at", mine)) == 0  # its own records resume
 
 
+def test_results_changed_after_the_run_are_neither_published_nor_exported(tmp_path, capsys):
+    """A number of results.json changed after the run (here inside its own interval, where only
+    the records can tell) is refused by `leaderboard add` and `export`, naming the number."""
+    out = tmp_path / "run"
+    assert advsuite("evaluate", "--model", "builtin:digits-cnn-at", *DIGITS, "--attacks", "fgm_linf", "--eps", "0.05",
+                    "--n", "24", "--output", out) == 0
+    results = json.loads((out / "results.json").read_text())
+    value = results["attacks"]["fgm_linf"]["robust_accuracy"]
+    low, high = results["attacks"]["fgm_linf"]["robust_accuracy_ci"]
+    changed = value + 1 / 24 if value + 1 / 24 <= high else value - 1 / 24
+    assert low <= changed <= high
+    results["attacks"]["fgm_linf"]["robust_accuracy"] = changed
+    (out / "results.json").write_text(json.dumps(results))
+    board = tmp_path / "board" / "leaderboard.json"
+    capsys.readouterr()
+    assert advsuite("leaderboard", "add", out, "--leaderboard", board) == 2
+    assert f"its records.jsonl does not give its fgm_linf (linf eps=0.05) of {changed:g}" in one_error_line(capsys)
+    assert not board.exists()
+    assert advsuite("export", out, "--to", tmp_path / "card") == 2
+    assert "results.json was changed after the run" in one_error_line(capsys)
+    assert not (tmp_path / "card").exists()
+
+
 def test_data_file_edited_in_place_is_refused(tmp_path, capsys):
     data = tmp_path / "reviews.csv"
     rows = ["a wonderful, moving film", "dull and far too long", "great acting and a clever plot",

@@ -218,6 +218,30 @@ def overall_view(run: Results, alias: dict[str, str] | None = None, records: Run
                 outcomes={} if records is None else row_outcomes(records, run, _named(clean, attacks, worst, own)))
 
 
+def check_reproduced(path: Path, run: Results) -> None:
+    """Refuse, in one line, a ``results.json`` whose numbers its own ``records.jsonl`` (beside it)
+    does not give: the file was changed after the run (a flipped byte may keep a number inside
+    its interval). Results without records beside them (shared alone) are not checked here."""
+    from suite.report.paired import read_records
+
+    records = read_records(path, run)
+    if isinstance(records, str):
+        if records.startswith("no "):
+            return
+        raise ConfigError(f"{str(path)!r}: {records}; rerun the same command to write the run again")
+    view = overall_view(run, records=records)
+    wanted = [("clean", ""), *view.attacks, *(("worst case", label) for label in view.worst)]
+    missing = [row for row in wanted if row not in view.outcomes]
+    if missing:
+        name, threat = missing[0]
+        value = view.clean[0] if name == "clean" else (view.worst[threat] if name == "worst case"
+                                                        else view.attacks[(name, threat)])[0]
+        row = name if not threat else f"{name} ({threat})"
+        raise ConfigError(f"{str(path)!r}: its records.jsonl does not give its {row} of {value:g} (nor "
+                          f"{len(missing) - 1} other number(s)): results.json was changed after the run; rerun the "
+                          "same command to write it again from the records")
+
+
 def class_view(run: Results, name: str, alias: dict[str, str] | None = None,
                records: RunRecords | None = None) -> View | None:
     """What ``run`` reports on the examples of class ``name`` (``None``: it has none), with each

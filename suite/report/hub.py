@@ -82,7 +82,11 @@ def read_run(path: Path) -> list[Results]:
         if not files:
             raise ConfigError(f"{str(path)!r} holds no results.json (nor do its sub-directories): run `advsuite "
                               "evaluate --output DIR` or `advsuite run` first")
+    from suite.report.compare import check_reproduced
+
     results = [read_results(file) for file in files]
+    for file, result in zip(files, results):  # never publish numbers the run's records do not give
+        check_reproduced(file, result)
     models = sorted({result.model.name for result in results})
     if len(models) > 1:
         raise ConfigError(f"{str(path)!r} holds results of {len(models)} models ({', '.join(models)}); a model card "

@@ -274,6 +274,15 @@ def check_target(path: Path) -> None:
             break
 
 
+def _reproduced(path: Path) -> Any:
+    """A results file, refused where the records beside it do not give its numbers."""
+    from suite.report.compare import check_reproduced
+
+    results = read_results(path)
+    check_reproduced(Path(path), results)
+    return results
+
+
 def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool = False) -> tuple[Leaderboard, int, int]:
     """Validate every results file and the leaderboard first, then merge them into ``path``
     atomically.
@@ -284,7 +293,7 @@ def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool 
     """
     path = Path(path)
     check_target(path)
-    sourced = [(str(p), entries_from_results(read_results(p), str(p))) for p in results_paths]
+    sourced = [(str(p), entries_from_results(_reproduced(p), str(p))) for p in results_paths]
     merge_all(load(path), sourced, replace)  # every refusal before anything is written
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
