@@ -164,7 +164,11 @@ def writable_parent(directory: Path) -> Path:
     if not existing.is_dir():
         raise ConfigError(f"output {str(existing)!r} is a file, not a directory: choose another --output")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write to {str(existing)!r} (permission denied): choose another --output")
+        why = "permission denied"
+        with contextlib.suppress(OSError):
+            if os.statvfs(existing).f_flag & os.ST_RDONLY:
+                why = "read-only file system"
+        raise ConfigError(f"cannot write to {str(existing)!r} ({why}): choose another --output")
     return existing
 
 

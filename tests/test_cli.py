@@ -104,7 +104,7 @@ def _stop_midway(args: list[str], out: Path, stop: int) -> tuple[subprocess.Pope
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=["kill-9", "ctrl-c", "sigterm"])
 def test_killed_run_resumes_without_recomputing(tmp_path, stop):
     args = ["evaluate", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits", "--attacks", "pgd_linf",
             "--eps", "0.004", "--n", "24", "--batch-size", "1", "--seed", "3"]
@@ -120,10 +120,12 @@ def test_killed_run_resumes_without_recomputing(tmp_path, stop):
     records = out / "records.jsonl"
     if stop == signal.SIGKILL:
         assert process.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    else:  # Ctrl-C: exit 130 and one line, no traceback
-        lines = [line for line in err.decode().splitlines() if "interrupted" in line or "Traceback" in line]
-        assert process.returncode == 130, (process.returncode, err.decode()[-2000:])
+    else:  # Ctrl-C: exit 130 and one line, no traceback; SIGTERM (timeout, docker stop, a scheduler): 143
+        said = "interrupted" if stop == signal.SIGINT else "stopped (SIGTERM)"
+        lines = [line for line in err.decode().splitlines() if said in line or "Traceback" in line]
+        assert process.returncode == 128 + stop, (process.returncode, err.decode()[-2000:])
         assert len(lines) == 1 and "Traceback" not in err.decode(), err.decode()[-2000:]
+        assert not list(out.rglob("*.tmp"))  # what it was writing is removed, or kept whole
     assert not (out / "results.json").exists()
     before = records.read_text()
 

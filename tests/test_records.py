@@ -142,3 +142,16 @@ def test_overwriting_removes_only_what_the_suite_wrote_in_samples(tmp_path):
     assert sorted(path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*")) == [
         "run.json", "samples", "samples/mydata.csv"]
     assert (samples / "mydata.csv").read_text() == "precious"
+
+
+def test_an_output_on_a_read_only_file_system_says_so(tmp_path, monkeypatch):
+    import os
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_flag=os.ST_RDONLY))
+    with pytest.raises(ConfigError, match=r"cannot write to .* \(read-only file system\): choose another --output"):
+        RecordStore(tmp_path / "out", {"seed": 0}).check(overwrite=False)
+    monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_flag=0))
+    with pytest.raises(ConfigError, match=r"\(permission denied\)"):
+        RecordStore(tmp_path / "out", {"seed": 0}).check(overwrite=False)

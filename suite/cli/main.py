@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -78,8 +79,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     # Under `accelerate launch` only the main process reports progress; every process reports errors.
     quiet = args.quiet or place.rank != 0
     _configure_logging(quiet, where)
-    if where:
-        signal.signal(signal.SIGTERM, functools.partial(_stopped, where))
+    # SIGTERM (the launcher stopping the run, or `timeout`, `docker stop`, a batch scheduler):
+    # one line and exit 143, after the run's own clean-up (a staged write removed, searches
+    # stopped). The caller's own handler comes back when main returns (main called in-process).
+    previous = None
+    _SAID.clear()  # a call before this one (main called in-process) said its own
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, functools.partial(_stopped, where))
+    try:
+        _run(args, where)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace, where: str) -> NoReturn:
+    """The command ``args`` names, each way it can end turned into its exit status."""
     try:
         with quick_start():  # no full scans of what the command imports and loads (until its run)
             code = args.handler(args)
@@ -145,10 +160,17 @@ def _configure_logging(quiet: bool, where: str) -> None:
 
 
 def _stopped(where: str, signum: int, frame) -> None:
-    """SIGTERM from the launcher: another process failed (or the run was cancelled). Said once:
-    a process that already said why it stops exits without a second line."""
+    """SIGTERM: from the launcher (another process failed, or the run was cancelled), or sent to
+    this process alone. Said once: a process that already said why it stops exits without a
+    second line. The exit unwinds the command (``SystemExit``), so what it was writing is
+    removed or kept whole as on Ctrl-C."""
     if _SAID:  # already exiting (perhaps in an atexit hook, where SystemExit would print a traceback)
         os._exit(128 + signum)
-    print(f"advsuite{where}: stopped by the launcher (another process failed or the run was cancelled); finished "
-          "records are kept, rerun the same command (with any number of processes) to resume", file=sys.stderr)
+    _SAID.append(True)
+    if where:
+        print(f"advsuite{where}: stopped by the launcher (another process failed or the run was cancelled); finished "
+              "records are kept, rerun the same command (with any number of processes) to resume", file=sys.stderr)
+    else:
+        print("advsuite: stopped (SIGTERM); finished records are kept, rerun the same command to resume",
+              file=sys.stderr)
     sys.exit(128 + signum)
