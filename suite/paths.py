@@ -213,19 +213,47 @@ def check_run_directory(directory: Path, run_file: Path, identity: dict, *, fore
                           "use --overwrite to replace it or choose another --output")
 
 
-def describe_change(previous: dict, current: dict) -> str:
+def describe_change(previous: dict, current: dict, shown: int = 3) -> str:
     """What differs between two run identities, in words (the model's weights, the examples...):
-    evaluation runs and training runs both say it this way."""
+    evaluation runs and training runs both say it this way. A nested setting is named by its
+    path (``attacks[0].params.eps: 0.03 then, 0.05 now``); an attack's version change that
+    only follows from an attack added or removed is not said twice."""
     words = {"weights": "the model's weights changed", "examples": "the evaluated examples changed",
              "fit_examples": "the adversary's fitting examples changed", "scoring": "the suite's scoring changed",
              "attack_versions": "an attack's implementation changed"}
     changed = sorted(key for key in set(previous) | set(current) if previous.get(key) != current.get(key))
+    versions = [previous.get("attack_versions"), current.get("attack_versions")]
+    if "attacks" in changed and "attack_versions" in changed and all(isinstance(v, dict) for v in versions) \
+            and set(versions[0]) != set(versions[1]):
+        changed.remove("attack_versions")  # an attack added or removed: said once, under attacks
     parts = []
     for key in changed:
-        if key in words:
-            parts.append(f"{words[key]} ({previous.get(key)!s:.40} then, {current.get(key)!s:.40} now)")
-        elif isinstance(previous.get(key), (dict, list)) or isinstance(current.get(key), (dict, list)):
-            parts.append(f"{key} differs")
-        else:
-            parts.append(f"{key}: {previous.get(key)!s:.40} then, {current.get(key)!s:.40} now")
+        leaves = _differing_leaves(previous.get(key), current.get(key), key)
+        said = "; ".join(f"{'' if path == key and key in words else path + ': '}{_short(old)} then, {_short(new)} now"
+                         for path, old, new in leaves[:shown])
+        if len(leaves) > shown:
+            said += f" (and {len(leaves) - shown} more)"
+        parts.append(f"{words[key]} ({said})" if key in words else said)
     return "; ".join(parts) or "it differs"
+
+
+def _differing_leaves(old: object, new: object, path: str) -> list[tuple[str, object, object]]:
+    """The paths at which two JSON values differ, with both values there (absent: ``None``)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [leaf for key in sorted(set(old) | set(new), key=str) if old.get(key) != new.get(key)
+                for leaf in _differing_leaves(old.get(key), new.get(key), f"{path}.{key}")]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [leaf for index, (a, b) in enumerate(zip(old, new)) if a != b
+                for leaf in _differing_leaves(a, b, f"{path}[{index}]")]
+    if isinstance(old, list) and isinstance(new, list) and all(isinstance(item, dict) for item in old + new):
+        names = [[item.get("name", "?") for item in items] for items in (old, new)]
+        return [(path, ", ".join(map(str, names[0])) or "none", ", ".join(map(str, names[1])) or "none")]
+    return [(path, old, new)]
+
+
+def _short(value: object, width: int = 60) -> str:
+    """A value as a message shows it: whole when short, else cut with an ellipsis (printable)."""
+    from suite.text import printable
+
+    text = printable(str(value))
+    return text if len(text) <= width else text[: width - 1] + "…"

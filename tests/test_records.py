@@ -155,3 +155,24 @@ def test_an_output_on_a_read_only_file_system_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "statvfs", lambda path: SimpleNamespace(f_flag=0))
     with pytest.raises(ConfigError, match=r"\(permission denied\)"):
         RecordStore(tmp_path / "out", {"seed": 0}).check(overwrite=False)
+
+
+def test_a_changed_command_is_named_by_what_changed():
+    """The refusal names the nested setting that changed, whole, and an attack added once."""
+    from suite.paths import describe_change
+
+    before = {"attacks": [{"name": "auto", "params": {"eps": 0.03}}], "attack_versions": {"auto": "auto/2"},
+              "dataset": {"n": 40, "spec": "builtin:digits"}, "weights": "sha256-aaaa", "seed": 0}
+    eps = {**before, "attacks": [{"name": "auto", "params": {"eps": 0.05}}]}
+    assert describe_change(before, eps) == "attacks[0].params.eps: 0.03 then, 0.05 now"
+    added = {**before, "attacks": [*before["attacks"], {"name": "pgd_linf", "params": {}}],
+             "attack_versions": {"auto": "auto/2", "pgd_linf": "pgd_linf/3"}}
+    assert describe_change(before, added) == "attacks: auto then, auto, pgd_linf now"
+    several = {**before, "dataset": {"n": 50, "spec": "builtin:digits"}, "weights": "sha256-bbbb",
+               "attack_versions": {"auto": "auto/3"}}
+    assert describe_change(before, several) == (
+        "an attack's implementation changed (attack_versions.auto: auto/2 then, auto/3 now); dataset.n: 40 then, "
+        "50 now; the model's weights changed (sha256-aaaa then, sha256-bbbb now)")
+    long = {**before, "dataset": {"n": 40, "spec": "x" * 100 + "\x1b[31m"}}
+    said = describe_change(before, long)
+    assert said.endswith("… now") and "\x1b" not in said and len(said) < 160
