@@ -187,7 +187,7 @@ def read_run_description(path: Path) -> dict:
 
     try:
         found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # unreadable, not UTF-8 or JSON, a number too long
         raise ConfigError(f"cannot read {str(path)!r} ({error}); use --overwrite to start over") from error
     if not isinstance(found, dict):
         raise ConfigError(f"{str(path)!r} is not a run description; use --overwrite to start over")

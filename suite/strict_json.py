@@ -78,6 +78,9 @@ def read_json(path: Path, what: str) -> Any:
         data = loads(text)
     except json.JSONDecodeError as error:
         raise ConfigError(f"{str(path)!r} is not JSON ({error.msg}, line {error.lineno})") from error
+    except ValueError as error:  # an integer of more digits than Python converts (4,300)
+        raise ConfigError(f"{str(path)!r} holds a number too long to read ({error}); give the {what} JSON "
+                          "file") from error
     except RecursionError as error:
         raise ConfigError(f"{str(path)!r} is nested too deeply to be a {what} file") from error
     found = non_finite(data)

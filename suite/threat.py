@@ -19,6 +19,9 @@ Access = Literal["white-box", "black-box", "transfer"]
 Metric = Literal["pointwise", "distributional"]
 Norm = Literal["linf", "l2", "l1"]
 TextLevel = Literal["word", "character", "mixed"]
+#: The largest radius an attack takes: float32's largest number (a radius beyond it becomes
+#: infinite in the attacks' float32 arithmetic; any radius past 1 in L∞ already admits every image).
+MAX_RADIUS = 3.4028234663852886e38
 
 
 class Threat(BaseModel):

@@ -71,4 +71,12 @@ CASES: list[Case] = [
     # Names that do not exist.
     Case("cli-adversary-bogus", (*SENTIMENT, "--adversary", "bogus"), "adversary.kinds.0: Input should be 'none', 'cal', 'opt' or 'platt'"),
     Case("cli-unknown-attack", (*DIGITS, "--attacks", "pgd_lnf"), "unknown attack 'pgd_lnf'. Did you mean: pgd_linf"),
+    Case("cli-eps-beyond-float32", (*DIGITS, "--attacks", "fgm_linf", "--eps", "1e39"),
+         "a radius must be at most 3.403e+38 (float32's largest number), got '1e39'"),
+    Case("cli-eps-underscores", (*DIGITS, "--attacks", "fgm_linf", "--eps", "1_0"),
+         "a radius must be a finite number >= 0, got '1_0'"),
+    Case("cli-eps-other-digits", (*DIGITS, "--attacks", "fgm_linf", "--eps", "\u0660.\u0661"),
+         "a radius must be a finite number >= 0"),
+    Case("cli-recipe-nested-too-deeply", ("validate", "{tmp}/deep.yaml"), "is nested too deeply to be a recipe",
+         lambda work: (work / "deep.yaml").write_text("name: d\ntasks: " + "[" * 2000 + "]" * 2000 + "\n")),
 ]

@@ -198,4 +198,7 @@ CASES: list[Case] = [
          write("data.csv", "body,label\ngood,1\n")),
     Case("data-no-label-column", text_run("hf:{tmp}/data.csv"), "cannot find the label column",
          write("data.csv", "text,stars\ngood,1\n")),
+    Case("data-jsonl-not-utf8-after-64-kib", text_run("hf:{tmp}/late.jsonl"), "late.jsonl' is not UTF-8 text (byte",
+         write("late.jsonl", (jsonl([{"text": "x" * 70_000, "label": 0}]) + '{"text": "caf').encode() + b"\xe9"
+               + b'", "label": 0}\n')),
 ]

@@ -48,7 +48,7 @@ def _hub_dataset(data: dict[str, Any]) -> None:
 def _two_models(root: Path) -> None:
     for task, name in (("a", "builtin:digits-cnn"), ("b", "builtin:digits-cnn-at")):
         (root / "run" / task).mkdir(parents=True)
-        data = _results(lambda data: data["model"].update(name=name))
+        data = _results(lambda data: data["model"].update(name=name, spec=name))
         (root / "run" / task / "results.json").write_text(json.dumps(data))
 
 

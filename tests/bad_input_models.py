@@ -179,4 +179,10 @@ CASES: list[Case] = [
          "device 'banana' is not a device"),
     Case("model-device-cuda-99", ("evaluate", "--model", "builtin:digits-cnn", "--device", "cuda:99", *OUT),
          "device 'cuda:99'"),
+    Case("model-timm-config-input-size-huge", timm(), "pretrained_cfg.input_size [3, 100000, 100000] is beyond what",
+         config_json(pretrained_cfg={"input_size": [3, 100000, 100000]})),
+    Case("model-timm-config-label-names-twice", timm(), "label_names names a class twice",
+         config_json(label_names=["a", "b", "a"])),
+    Case("model-path-component-too-long", ("evaluate", "--model", "hf:{tmp}/" + "a" * 300, "--dataset", "builtin:digits"),
+         "is too long (a name over 255 bytes"),
 ]

@@ -144,4 +144,6 @@ CASES: list[Case] = [
          _file("r.yaml", "name: r\ntasks:\n  - {model: builtin:sentiment-tiny, dataset: builtin:sentiment, "
                "attacks: [deepwordbug], eps: 0.1}\n")),
     Case("adversary-on-images", (*DIGITS, "--adversary", "none,cal"), "adversary temperatures (cal, opt, platt) apply to text"),
+    Case("output-run-file-number-too-long", (*DIGITS, "--output", "{tmp}/out"), "cannot read",
+         _file("out/run.json", '{"seed": ' + "9" * 5000 + "}")),
 ]

@@ -102,4 +102,8 @@ CASES: list[Case] = [
     Case("train-output-other-run", TRAIN, "holds another training run", other_run),
     Case("train-output-is-file", TRAIN, "is a file, not a directory", output_file),
     Case("train-bad-device", (*TRAIN, "--device", "tpu"), "device 'tpu'"),
+    Case("train-model-args-num-classes", (*TRAIN, "--model-args", '{{"num_classes": 5}}'),
+         "model_args sets num_classes, which the suite sets itself: use --num-classes instead"),
+    Case("train-model-args-in-chans", (*TRAIN, "--model-args", '{{"in_chans": 3}}'),
+         "model_args sets in_chans, which the suite sets itself: use --input-size instead"),
 ]

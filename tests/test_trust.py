@@ -461,3 +461,37 @@ def test_a_nan_gradient_takes_no_step_and_is_warned_about():
                 assert float(moved[0]) == 0.0 and bool((moved[1:] != 0).any()), attack
     (warning,) = check_zero_gradients(model, examples)
     assert "NaN or infinite for 6 of 6 examples" in warning
+
+
+def test_a_renamed_model_is_not_published_and_hostile_names_are_written_escaped(tmp_path, capsys):
+    """A results.json renamed after the run (its run.json says whose it is) is refused; one
+    shared alone is exported, its name escaped in the card's Markdown (control and bidi
+    characters, HTML); samples.md escapes the data's control characters."""
+    out = tmp_path / "run"
+    assert advsuite("evaluate", "--model", "builtin:digits-cnn", *DIGITS, "--attacks", "fgm_linf", "--eps", "0.05",
+                    "--n", "8", "--output", out) == 0
+    results = json.loads((out / "results.json").read_text())
+    hostile = "<script>alert(1)</script>\x1b[2J\u202eevil\r\nFAKE"
+    results["model"].update(name=hostile, spec=hostile)
+    (out / "results.json").write_text(json.dumps(results))
+    capsys.readouterr()
+    assert advsuite("leaderboard", "add", out, "--leaderboard", tmp_path / "board" / "leaderboard.json") == 2
+    line = one_error_line(capsys)
+    assert "its model.spec" in line and "is not the one its run.json recorded ('builtin:digits-cnn')" in line
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(out / "results.json", alone / "results.json")
+    assert advsuite("export", alone, "--to", tmp_path / "card") == 0
+    card = (tmp_path / "card" / "README.md").read_text()
+    heading = next(line for line in card.splitlines() if line.startswith("# "))
+    assert heading == "# &lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2J\\u202eevil\\x0d\\x0aFAKE"
+    body = card.split("\n---\n", 1)[1]  # the YAML front matter above escapes in its own way (huggingface_hub's)
+    assert not any(char in body for char in "\x1b\u202e\r") and "\x1b" not in card
+
+    data = tmp_path / "texts.jsonl"
+    data.write_text(json.dumps({"text": "a fine \x1b[31mfilm\x1b[0m indeed", "label": 1}) + "\n"
+                    + json.dumps({"text": "a dull film", "label": 0}) + "\n")
+    assert advsuite("evaluate", "--model", "builtin:sentiment-tiny", "--dataset", f"hf:{data}", "--split", "train",
+                    "--attacks", "deepwordbug", "--adversary", "none", "--log-samples", "--output", tmp_path / "t") == 0
+    samples = (tmp_path / "t" / "samples.md").read_text()
+    assert "\x1b" not in samples and "a fine \\x1b[31mfilm" in samples

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Sequence
 
 from suite.cli.argtypes import positive_float
@@ -71,8 +72,14 @@ def radii(text: str) -> float | list[float]:
             value = float(part)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number or comma-separated numbers, got {text!r}") from None
-        if not (value >= 0 and math.isfinite(value)):
+        if not (value >= 0 and math.isfinite(value)) or not re.fullmatch(r"\s*[0-9.eE+-]+\s*", part):
             raise argparse.ArgumentTypeError(f"a radius must be a finite number >= 0, got {part.strip()!r}")
+        from suite.threat import MAX_RADIUS
+
+        if value > MAX_RADIUS:
+            raise argparse.ArgumentTypeError(f"a radius must be at most {MAX_RADIUS:.4g} (float32's largest number), "
+                                             f"got {part.strip()!r}")
+        value = abs(value)  # -0 is 0
         values.append(value)
     return values[0] if len(values) == 1 else values
 

@@ -8,6 +8,7 @@ and torch is deferred (:mod:`suite.lazy`) until a command first uses it, so ``ad
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
 import logging
 import os
@@ -110,6 +111,14 @@ def _run(args: argparse.Namespace, where: str) -> NoReturn:
         sys.exit(128 + signal.SIGPIPE)
     except (WriteError, OSError) as error:
         _SAID.append(True)
+        if not isinstance(error, WriteError) and error.errno == errno.ENAMETOOLONG:  # a path given: bad input
+            from suite.text import printable
+
+            name = str(error.filename or "")
+            shown = printable(repr(name if len(name) <= 80 else name[:80] + "..."))
+            print(f"advsuite{where}: error: path {shown} is too long (a name over 255 bytes, or a path over 4,096): "
+                  "give a shorter one", file=sys.stderr)
+            sys.exit(2)
         if not isinstance(error, WriteError):
             if not is_write_fault(error):
                 return _failed(error, where)

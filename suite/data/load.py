@@ -14,6 +14,7 @@ as tensors, as are the Python API's in-memory tensors (:mod:`suite.data.memory`)
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 from collections.abc import Sequence
@@ -257,16 +258,25 @@ def _check_data_file(path: Path) -> None:
     if path.stat().st_size == 0:
         raise DataError(f"data file {str(path)!r} is empty")
     if path.suffix.lower() != ".parquet":
+        # The whole file, in chunks (the table reader takes bytes that are not UTF-8 and fails
+        # only when a row holding them is read): a first look at 64 KiB, then the rest.
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        offset = 0
         with open(path, "rb") as handle:
-            head = handle.read(65536)
+            while chunk := handle.read(65536 if offset == 0 else 1 << 22):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as error:
+                    raise DataError(f"data file {str(path)!r} is not UTF-8 text (byte {offset + max(0, error.start)}); "
+                                    "is it binary, or in another encoding?") from None
+                if b"\x00" in chunk:
+                    raise DataError(f"data file {str(path)!r} holds NUL bytes (byte {offset + chunk.index(0)}); "
+                                    "is it binary?")
+                offset += len(chunk)
         try:
-            head.decode("utf-8")
-        except UnicodeDecodeError as error:
-            if error.start < len(head) - 4:  # not just a character cut at the end of the sample
-                raise DataError(f"data file {str(path)!r} is not UTF-8 text (byte {error.start}); "
-                                "is it binary?") from None
-        if b"\x00" in head:
-            raise DataError(f"data file {str(path)!r} holds NUL bytes; is it binary?")
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise DataError(f"data file {str(path)!r} is not UTF-8 text (it ends inside a character)") from None
 
 
 SHARD = re.compile(r"-\d{5}-of-\d{5}$")

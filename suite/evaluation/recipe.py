@@ -318,6 +318,8 @@ def load_recipe(path: str | Path) -> Recipe:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"recipe {str(path)!r} is not valid YAML{where}: {getattr(error, 'problem', error)}") from error
+    except RecursionError as error:
+        raise ConfigError(f"recipe {str(path)!r} is nested too deeply to be a recipe") from error
     if not isinstance(data, dict):
         raise ConfigError(f"recipe {str(path)!r} must be a mapping with 'name' and 'tasks'")
     return parse_recipe(data, source=str(path))

@@ -278,7 +278,7 @@ def _read(path: Path) -> list[dict[str, Any]]:
         if line.strip():
             try:
                 record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, a number too long, too deep
                 raise ConfigError(f"{str(path)!r} line {number} is not JSON ({getattr(error, 'msg', error)}); "
                                   "use --overwrite to start over") from error
             if not _is_record(record):

@@ -53,7 +53,7 @@ def card_metadata(text: str) -> dict[str, Any]:
         return {}
     try:
         meta = yaml.safe_load(text[3:end]) or {}
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # a card's front matter advsuite cannot read: as if it had none
         return {}
     return meta if isinstance(meta, dict) else {}
 

@@ -120,6 +120,12 @@ class PretrainedCfg(BaseModel):
     std: tuple[_Scale, ...] | None = None
 
 
+#: The largest input a timm model directory may declare: an image of this many pixels is 256 MiB
+#: per channel in float32, and every example is resized to it.
+MAX_PIXELS = 8192 * 8192
+MAX_CHANNELS = 64
+
+
 class TimmDirConfig(BaseModel):
     """``config.json`` of a timm model directory (timm's Hub layout), validated."""
 
@@ -144,6 +150,13 @@ class TimmDirConfig(BaseModel):
                 raise ValueError(f"pretrained_cfg.{key} has {len(values)} values for {channels} channel(s)")
         if self.label_names is not None and self.num_classes is not None and len(self.label_names) != self.num_classes:
             raise ValueError(f"label_names has {len(self.label_names)} names for {self.num_classes} classes")
+        if self.label_names is not None and len(set(self.label_names)) != len(self.label_names):
+            raise ValueError("label_names names a class twice: labels given by name would be ambiguous")
+        size = self.pretrained_cfg.input_size
+        if size is not None and (size[0] > MAX_CHANNELS or size[1] * size[2] > MAX_PIXELS):
+            raise ValueError(f"pretrained_cfg.input_size {list(size)} is beyond what advsuite takes (at most "
+                             f"{MAX_CHANNELS} channels and {MAX_PIXELS:,} pixels, 8192x8192): one image alone would "
+                             "not fit in memory")
         return self
 
     @property

@@ -42,6 +42,7 @@ from suite.intervals import wilson_interval
 from suite.report.paired import Outcomes, RunRecords, paired_test, row_outcomes
 from suite.report.results_file import read_results
 from suite.report.results import Results
+from suite.text import printable
 
 RESULTS_FILE = "results.json"
 
@@ -224,6 +225,7 @@ def check_reproduced(path: Path, run: Results) -> None:
     its interval). Results without records beside them (shared alone) are not checked here."""
     from suite.report.paired import read_records
 
+    _check_names(Path(path), run)
     records = read_records(path, run)
     if isinstance(records, str):
         if records.startswith("no "):
@@ -240,6 +242,32 @@ def check_reproduced(path: Path, run: Results) -> None:
         raise ConfigError(f"{str(path)!r}: its records.jsonl does not give its {row} of {value:g} (nor "
                           f"{len(missing) - 1} other number(s)): results.json was changed after the run; rerun the "
                           "same command to write it again from the records")
+
+
+def _check_names(path: Path, run: Results) -> None:
+    """The model and data ``results.json`` names are the run's own: its display name follows from
+    its spec, and the spec, weights and dataset are those ``run.json`` (beside it) recorded. A
+    renamed model would otherwise publish another model's numbers under its name."""
+    from suite.paths import read_run_description
+
+    model = run.model
+    shown = model.spec if model.temperature == 1.0 else f"{model.spec}@T={model.temperature:g}"
+    if model.name != shown:
+        raise ConfigError(f"{str(path)!r}: its model name {printable(repr(model.name))} is not its spec's "
+                          f"({printable(repr(shown))}): results.json was changed after the run")
+    run_file = (path.parent if path.is_file() else path) / "run.json"
+    if not run_file.is_file():
+        return
+    identity = read_run_description(run_file)
+    recorded = {"model.spec": (identity.get("model") or {}).get("spec"), "model.weights": identity.get("weights"),
+                "dataset.spec": (identity.get("dataset") or {}).get("spec"),
+                "dataset.split": (identity.get("dataset") or {}).get("split")}
+    given = {"model.spec": model.spec, "model.weights": model.weights, "dataset.spec": run.dataset.spec,
+             "dataset.split": run.dataset.split}
+    for field, value in given.items():
+        if recorded[field] is not None and value != recorded[field]:
+            raise ConfigError(f"{str(path)!r}: its {field} {printable(repr(value))} is not the one its run.json "
+                              f"recorded ({printable(repr(recorded[field]))}): results.json was changed after the run")
 
 
 def class_view(run: Results, name: str, alias: dict[str, str] | None = None,

@@ -25,6 +25,7 @@ repo's copy of any the directory lacks, so what is on the Hub is merged into, no
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,7 +147,10 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
     new = [result for run in runs for result in _eval_results(run)]
     if existing is None:
         name = runs[0].model.name
-        return str(ModelCard(f"---\n{ModelCardData(model_name=name, eval_results=new).to_yaml()}\n---\n\n# {name}\n\n"
+        # The heading is Markdown the Hub renders as HTML, and a terminal shows as is: control and
+        # bidi characters escaped (suite.text.printable), then HTML (the YAML above escapes its own).
+        heading = html.escape(printable(name), quote=False)
+        return str(ModelCard(f"---\n{ModelCardData(model_name=name, eval_results=new).to_yaml()}\n---\n\n# {heading}\n\n"
                              "Adversarial robustness measured with advsuite: see the `model-index` metadata above "
                              "and `.eval_results/`, exported from the run's results.json by `advsuite export`.\n"))
     match = REGEX_YAML_BLOCK.search(existing)
@@ -156,6 +160,8 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
         raw = yaml.safe_load(match.group(2)) if match else None
     except yaml.YAMLError as error:
         raise ConfigError(refuse.format(_yaml_problem(error, existing[:match.start(2)].count("\n")))) from error
+    except RecursionError as error:
+        raise ConfigError(refuse.format("it is nested too deeply")) from error
     index = raw.get("model-index") if isinstance(raw, dict) else None
     if isinstance(index, list) and len({str(item.get("name")) for item in index if isinstance(item, dict)}) > 1:
         raise ConfigError(refuse.format("its model-index names several models; huggingface_hub keeps only one"))
@@ -329,6 +335,8 @@ def _read_entries(source: str, text: str) -> list[dict[str, Any]]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise ConfigError(refuse.format(f"valid YAML ({_yaml_problem(error, 0)})")) from error
+    except RecursionError as error:
+        raise ConfigError(refuse.format("YAML nested this deeply")) from error
     if data is None:
         return []
     if not (isinstance(data, list) and all(isinstance(item, dict) and isinstance(item.get("dataset"), dict)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.paths import KEPT_RECORDS, RESUME, atomic_write, atomic_write_text
+from suite.text import printable
 from suite.report.sample_files import SAMPLES_FILE, image_path
 from suite.report.sample_grid import CONFIDENCE_KEY, PREDICTION_KEY, grid_section, read_served
 
@@ -80,7 +81,9 @@ def write_samples(directory: Path, title: str, labels: Sequence[str], examples: 
             lines += grid_section(directory, examples, clean, attacks, name)
     for example in examples:
         lines += _example_lines(directory, example, clean[example.id], attacks, name)
-    return atomic_write_text(directory / SAMPLES_FILE, "\n".join(lines), KEPT_RECORDS, RESUME)
+    # Texts, ids and label names come from the data and the model: their control and bidi
+    # characters are written escaped, so `cat samples.md` shows them and runs none.
+    return atomic_write_text(directory / SAMPLES_FILE, "\n".join(map(printable, lines)), KEPT_RECORDS, RESUME)
 
 
 def _example_lines(directory: Path, example: Any, record: dict[str, Any],

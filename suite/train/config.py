@@ -74,6 +74,17 @@ class TrainConfig(BaseModel):
             return {**TEXT_DEFAULTS, **data}
         return data
 
+    @model_validator(mode="after")
+    def _own_settings(self) -> TrainConfig:
+        # The suite passes these to timm itself (from --num-classes, --input-size and the data):
+        # given again in model_args they would collide, or contradict the data.
+        owned = {"num_classes": "--num-classes", "in_chans": "--input-size", "pretrained": "--model"}
+        clash = sorted(key for key in self.model_args if key in owned)
+        if clash:
+            raise ValueError(f"model_args sets {', '.join(clash)}, which the suite sets itself: use "
+                             f"{', '.join(owned[key] for key in clash)} instead")
+        return self
+
     @property
     def modality(self) -> str:
         """``text`` for ``hf:`` and built-in text models, else ``image``."""

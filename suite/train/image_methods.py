@@ -28,6 +28,7 @@ from suite.attacks.image.pgd import PGDL2, PGDLinf
 from suite.losses import cross_entropy, margin
 from suite.models.trainable import TrainableImage
 from suite.train.methods import MAX_STEPS, TrainMethod, register_method
+from suite.threat import MAX_RADIUS
 
 
 class ImageMethod(TrainMethod):
@@ -40,7 +41,7 @@ class ImageMethod(TrainMethod):
 
     modality: ClassVar[str] = "image"
     norm: Literal["linf", "l2"] = "linf"
-    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+    eps: float = Field(8 / 255, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

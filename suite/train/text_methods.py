@@ -33,6 +33,7 @@ from suite.losses import cross_entropy
 from suite.models.trainable import TrainableText
 from suite.train.methods import MAX_STEPS, TrainMethod, register_method
 from suite.train.simplex import gram_matrix, weights_from_gram
+from suite.threat import MAX_RADIUS
 
 Batch = dict[str, torch.Tensor]
 
@@ -76,7 +77,7 @@ class EmbeddingAttack(TextMethod):
     """Methods with an inner embedding-space PGD (App. C: L2, ``eps`` 1.0, ``alpha`` 0.03,
     ``init`` 0.05)."""
 
-    eps: float = Field(1.0, gt=0, allow_inf_nan=False)
+    eps: float = Field(1.0, gt=0, le=MAX_RADIUS, allow_inf_nan=False)
     alpha: float = Field(0.03, gt=0, allow_inf_nan=False)
     init: float = Field(0.05, ge=0, allow_inf_nan=False)
     steps: int = Field(5, ge=1, le=MAX_STEPS)

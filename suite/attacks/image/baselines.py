@@ -61,6 +61,7 @@ from suite.errors import ConfigError, ResourceMissingError
 from suite.models.base import Classifier
 from suite.progress import progress_bar
 from suite.seeding import example_generator, example_seed, global_rng_seeded
+from suite.threat import MAX_RADIUS
 
 if TYPE_CHECKING:
     import torch
@@ -87,7 +88,7 @@ class TorchattacksAttack(Attack):
     modality: ClassVar[str] = "image"
 
     norm: Literal["linf", "l2"] = "linf"
-    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+    eps: float = Field(8 / 255, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

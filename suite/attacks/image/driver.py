@@ -36,6 +36,7 @@ from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
 from suite.models.base import Classifier
 from suite.seeding import example_generator
+from suite.threat import MAX_RADIUS
 
 Precision = Literal["fp32", "fp16", "bf16"]
 # dtype names, not torch dtypes: a module-level torch attribute would load torch at import
@@ -90,7 +91,7 @@ class GradientAttack(Attack):
     modality: ClassVar[str] = "image"
     norm: ClassVar[type] = Linf
 
-    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+    eps: float = Field(8 / 255, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
     precision: Precision = "fp32"
     reduction: Reduction = "sum"
     l2_step: Literal["rescaled", "floored"] = "rescaled"
@@ -360,7 +361,7 @@ class NormChoiceAttack(GradientAttack):
     l2 (default ε 0.5, :data:`DEFAULT_EPS`). Recorded params name it ``norm``."""
 
     norm_name: Literal["linf", "l2"] = Field("linf", alias="norm")
-    eps: float = Field(8 / 255, ge=0, allow_inf_nan=False)
+    eps: float = Field(8 / 255, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
 
     model_config = GradientAttack.model_config | {"populate_by_name": True}
 

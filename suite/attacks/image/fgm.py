@@ -17,6 +17,7 @@ from suite.attacks.image.driver import GradientAttack
 from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.attacks.image.norms import L2, Linf
 from suite.losses import LossName
+from suite.threat import MAX_RADIUS
 
 
 class _FGM(GradientAttack):
@@ -48,4 +49,4 @@ class FGML2(_FGM):
     """
 
     norm: ClassVar[type] = L2
-    eps: float = Field(0.5, ge=0, allow_inf_nan=False)
+    eps: float = Field(0.5, ge=0, le=MAX_RADIUS, allow_inf_nan=False)

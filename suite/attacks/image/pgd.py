@@ -22,6 +22,7 @@ from suite.attacks.image.driver import GradientAttack, top_targets
 from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.attacks.image.norms import L2, Linf
 from suite.losses import LossName
+from suite.threat import MAX_RADIUS
 
 
 class _PGD(GradientAttack):
@@ -87,7 +88,7 @@ class PGDL2(_PGD):
     """
 
     norm: ClassVar[type] = L2
-    eps: float = Field(0.5, ge=0, allow_inf_nan=False)
+    eps: float = Field(0.5, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
 
 
 class _TargetedPGD(_PGD):
@@ -121,4 +122,4 @@ class TargetedPGDL2(_TargetedPGD):
     """Multi-targeted PGD (Gowal et al. 2019), L2 ball of radius ``eps`` (default 0.5)."""
 
     norm: ClassVar[type] = L2
-    eps: float = Field(0.5, ge=0, allow_inf_nan=False)
+    eps: float = Field(0.5, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
