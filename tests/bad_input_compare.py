@@ -4,7 +4,8 @@
 a run that is missing, holds no results, damaged or invalid results, or a results.json that is
 a directory; a recipe's output directory (naming its tasks); runs evaluated on other examples
 (another dataset fingerprint, an unknown one, another n, another subsample seed); and
-``--per-class`` on results written before per-class results. Results files are the version 1 file
+``--per-class`` on results written before per-class results; a results.json changed after its run (an
+accuracy outside its own interval, a model name that is not its spec's). Results files are the version 1 file
 in ``tests/data``, upgraded to version 2 (so without ``per_class``), changed per case.
 """
 
@@ -111,4 +112,8 @@ CASES: list[Case] = [
          "a' predates per-class results (its results.json has no per_class)", _runs()),
     Case("compare-control-chars-in-path", ("compare", "{tmp}/a", "{tmp}/b\x1b[2J"),
          "b\\x1b[2J' does not exist", _runs()),
+    Case("compare-value-outside-its-interval", COMPARE, "lies outside its own 95% interval",
+         _runs(lambda data: data.update(clean_accuracy=1.0, clean_accuracy_ci=[0.5, 0.9]))),
+    Case("compare-name-not-its-spec", COMPARE, "is not its spec's",
+         _runs(lambda data: data["model"].update(name="someone-else"))),
 ]
