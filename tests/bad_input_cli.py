@@ -79,4 +79,6 @@ CASES: list[Case] = [
          "a radius must be a finite number >= 0"),
     Case("cli-recipe-nested-too-deeply", ("validate", "{tmp}/deep.yaml"), "is nested too deeply to be a recipe",
          lambda work: (work / "deep.yaml").write_text("name: d\ntasks: " + "[" * 2000 + "]" * 2000 + "\n")),
+    Case("cli-n-underscores", (*DIGITS, "--n", "4_0"), "argument --n/--limit: expected a positive integer, got '4_0'"),
+    Case("cli-seed-other-digits", (*DIGITS, "--seed", "\u0664"), "argument --seed: expected an integer >= 0"),
 ]

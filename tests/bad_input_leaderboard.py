@@ -168,4 +168,7 @@ CASES: list[Case] = [
          "site' is a directory; name the schema file", _bytes("site/keep.txt", b"", False)),
     Case("leaderboard-schema-output-missing-parent", ("leaderboard", "schema", "--output", "{tmp}/no/such/schema.json"),
          "does not exist", None),
+    Case("leaderboard-show-unknown-sort", ("leaderboard", "show", "--leaderboard", "{tmp}/board.json", "--sort", "nope"),
+         "--sort 'nope' is neither worst_case_robust_accuracy, clean_accuracy nor an attack of the leaderboard",
+         _board({"leaderboard_version": 2, "entries": []})),
 ]

@@ -203,7 +203,7 @@ def test_recipe_dir_of_one_model_exports_every_task(run_dir, hub_run_dir, tmp_pa
     card = ModelCard.load(tmp_path / "card" / "README.md")
     assert {r.dataset_type for r in card.data.eval_results} == {"builtin:digits", HUB_ID}
     data = json.loads((recipe / "mnist" / "results.json").read_text())
-    data["model"]["name"] = "builtin:digits-cnn-at"
+    data["model"].update(name="builtin:digits-cnn-at", spec="builtin:digits-cnn-at")
     (recipe / "mnist" / "results.json").write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="holds results of 2 models"):
         hub.export(recipe, tmp_path / "other")

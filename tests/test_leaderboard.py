@@ -253,7 +253,7 @@ def test_concurrent_adds_lose_no_entry_and_leave_no_lock_file(tmp_path):
     data = json.loads((DATA / "results_v1_vision.json").read_text())
     files = []
     for index in range(4):
-        data["model"]["name"] = f"model-{index}"
+        data["model"].update(name=f"model-{index}", spec=f"model-{index}")
         files.append(tmp_path / f"results-{index}.json")
         files[-1].write_text(json.dumps(data))
     board = tmp_path / "site" / "leaderboard.json"

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from pathlib import Path
 
 
 def nonnegative_int(text: str) -> int:
     """An integer >= 0 (``--seed``: seeds index random streams, and a negative one is a typo)."""
     try:
+        if not re.fullmatch(r"\s*\+?[0-9]+\s*", text):  # int() also takes 4_0 and digits of other scripts
+            raise ValueError(text)
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None

@@ -12,6 +12,8 @@ from suite.cli.argtypes import positive_float
 
 def positive_int(text: str) -> int:
     try:
+        if not re.fullmatch(r"\s*\+?[0-9]+\s*", text):  # int() also takes 4_0 and digits of other scripts
+            raise ValueError(text)
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None

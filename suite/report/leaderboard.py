@@ -347,6 +347,11 @@ def rows(board: Leaderboard, task: str | None = None, threat_model: str | None =
     printable (fields come from files anyone can write)."""
     selected = [e for e in board.entries if (task is None or e.task == task)
                 and (threat_model is None or e.threat_model == threat_model)]
+    known = {"worst_case_robust_accuracy", "clean_accuracy", *(name for e in board.entries for name in e.robust_accuracy)}
+    if sort not in known:  # a typo would otherwise sort by nothing, silently
+        attacks = sorted(known - {"worst_case_robust_accuracy", "clean_accuracy"})
+        raise ConfigError(f"--sort {printable(repr(sort))} is neither worst_case_robust_accuracy, clean_accuracy nor "
+                          f"an attack of the leaderboard ({', '.join(map(printable, attacks)) or 'none'})")
 
     def value(entry: Entry) -> float:
         if sort in ("worst_case_robust_accuracy", "clean_accuracy"):
