@@ -68,4 +68,8 @@ CASES: list[Case] = [
     Case("train-source-for-pgd-at",
          ("train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--source", "builtin:digits-cnn",
           *OUT), "training method 'pgd_at': source: unknown parameter"),
+    Case("sweep-grid-too-large", RUN, "the sweep makes 4,000,000 runs of each task (its lists multiplied): at most 10,000",
+         recipe("builtin:digits-cnn", "[fgm_linf]", extra="sweep: {batch_size: [%s], seeds: [%s]}\n" % (
+             ", ".join(map(str, range(1, 2001))), ", ".join(map(str, range(2000)))))),
+    Case("model-scheme-without-name", evaluate("hf:"), "model spec 'hf:' names no model after 'hf:'"),
 ]

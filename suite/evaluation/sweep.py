@@ -35,6 +35,11 @@ def temperature_copies(task: Any) -> list[Any]:
         for t in task.temperatures]
 
 
+#: Most runs a sweep may make of one task (alphas × batch sizes × seeds × every parameter's
+#: values): a grid past it is a typo, and expanding it alone took minutes.
+MAX_SWEEP_RUNS = 10_000
+
+
 class Sweep(BaseModel):
     """A grid a recipe runs every task over (the mini-batch study uses it).
 
@@ -99,6 +104,16 @@ class Sweep(BaseModel):
             if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", str(value)) for value in values):
                 raise ValueError(f"sweep values of {key!r} must be plain words or numbers")
         return params
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Sweep:
+        runs = len(self.alphas or (0,)) * len(self.batch_size or (0,)) * len(self.seeds or (0,))
+        for values in self.params.values():
+            runs *= len(values)
+        if runs > MAX_SWEEP_RUNS:
+            raise ValueError(f"the sweep makes {runs:,} runs of each task (its lists multiplied): at most "
+                             f"{MAX_SWEEP_RUNS:,}; split it into several recipes")
+        return self
 
     def expand(self, task: Any) -> list[Any]:
         combos = list(itertools.product(*self.params.values())) or [()]

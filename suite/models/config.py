@@ -63,6 +63,9 @@ class ModelConfig(BaseModel):
     @classmethod
     def _has_scheme(cls, spec: str) -> str:
         scheme, sep, rest = spec.partition(":")
+        if sep and scheme and not rest.strip():
+            raise ValueError(f"model spec {spec!r} names no model after {scheme + ':'!r}: e.g. hf:<hub id or dir>, "
+                             "timm:<name or dir>, builtin:<name>")
         if not sep or not scheme or not rest:
             raise ValueError(
                 f"model spec {spec!r} needs a scheme: hf:<hub id or dir>, timm:<name or dir>, builtin:<name> "
