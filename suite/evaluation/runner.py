@@ -124,9 +124,9 @@ def _check_resumed(prepared: PreparedTask, clean: CleanScores, positions: dict[s
     prediction whose two largest logits are within :data:`~.scoring.TIE_MARGIN_CUDA` of the
     logits' scale may differ (another GPU, other kernels), and on the CPU one within
     :data:`~.scoring.TIE_MARGIN` (another thread count sums in another order); nothing else."""
-    from suite.evaluation.scoring import TIE_MARGIN, TIE_MARGIN_CUDA
+    from suite.evaluation.scoring import near_ties
 
-    margin = TIE_MARGIN_CUDA if prepared.model.device.type == "cuda" else TIE_MARGIN
+    near = near_ties(clean.logits, prepared.model.device)
     differ = []
     for example in prepared.eval_set.examples:
         recorded = prepared.store.get("clean", example.id)
@@ -136,10 +136,8 @@ def _check_resumed(prepared: PreparedTask, clean: CleanScores, positions: dict[s
         now = clean_record(example, logits, float(clean.correct[positions[example.id]]))
         if all(recorded.get(key) == now[key] for key in ("label", "prediction", "correct")):
             continue
-        if recorded.get("label") == now["label"] and len(logits) >= 2:
-            top = logits.double().topk(2).values
-            if float(top[0] - top[1]) <= margin * max(1.0, float(logits.double().abs().max())):
-                continue
+        if recorded.get("label") == now["label"] and near[positions[example.id]]:
+            continue
         differ.append((example.id, recorded, now))
     if differ:
         first, recorded, now = differ[0]

@@ -212,9 +212,7 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
     if text and model.device.type == "cpu":
         near = torch.zeros(len(examples), dtype=torch.bool)  # each row is its text's own: nothing to rescore
     else:
-        top = logits.topk(2, dim=1).values
-        margin = TIE_MARGIN_CUDA if model.device.type == "cuda" else TIE_MARGIN
-        near = (top[:, 0] - top[:, 1]) <= margin * logits.abs().amax(dim=1).clamp_min(1.0)
+        near = near_ties(logits, model.device)
     finite = answered(logits)
     if not bool(finite.all()):
         logger.warning("%d adversarial input(s) of %d give no valid logits (a NaN, or an infinite largest logit) on "
@@ -229,6 +227,19 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
         scores.append({"robust": min(float(right), correct), "prediction": prediction,
                        "confidence": confidence(logits[row])})
     return scores
+
+
+def near_ties(logits: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Which rows of N×C ``logits`` (computed on ``device``) have their two largest logits within
+    the tie margin of the logits' scale (largest |logit|, at least 1): :data:`TIE_MARGIN_CUDA` on
+    CUDA, :data:`TIE_MARGIN` elsewhere. Their verdict may differ where another batch, thread count
+    or GPU rounds differently; no other row's can."""
+    if logits.shape[1] < 2:
+        return torch.zeros(len(logits), dtype=torch.bool)
+    logits = logits.double()
+    top = logits.topk(2, dim=1).values
+    margin = TIE_MARGIN_CUDA if device.type == "cuda" else TIE_MARGIN
+    return (top[:, 0] - top[:, 1]) <= margin * logits.abs().amax(dim=1).clamp_min(1.0)
 
 
 def attack_record(key: str, model: Classifier, example: Example, output: AttackOutput, clean_correct: float,

@@ -269,6 +269,8 @@ def _check_names(path: Path, run: Results) -> None:
     from suite.paths import read_run_description
 
     model = run.model
+    # ModelInfo.name's rule (suite.models.base), written out: that module imports torch, which
+    # reading results does not need.
     shown = model.spec if model.temperature == 1.0 else f"{model.spec}@T={model.temperature:g}"
     if model.name != shown:
         raise ConfigError(f"{str(path)!r}: its model name {printable(repr(model.name))} is not its spec's "

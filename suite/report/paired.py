@@ -22,11 +22,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from suite.evaluation.records import RECORDS_FILE, record_problem
 from suite.report.results import Results
 
-RECORDS_FILE = "records.jsonl"
 #: The sign-flip test enumerates every sign pattern up to this many non-zero differences.
 EXACT_FLIPS = 16
 SIGN_DRAWS = 20_000
@@ -62,13 +61,15 @@ def read_records(path: Path, run: Results) -> RunRecords | str:
                 continue
             record = json.loads(line)
             kind, example = record.get("kind"), record.get("id")
+            if kind in ("clean", "attack") and record_problem(record) is not None:  # what a resume refuses too
+                raise ValueError(record)
             if kind == "clean":
                 label = record.get("label")
-                value = (_fraction(record["correct"]), label if isinstance(label, int) else None)
+                value = (float(record["correct"]), label if isinstance(label, int) else None)
                 if clean.setdefault(example, value) != value:
                     return f"its {RECORDS_FILE} holds two clean records of example {example!r}"
             elif kind == "attack":
-                value = _fraction(record["robust"])
+                value = float(record["robust"])
                 if attacks.setdefault(record["attack"], {}).setdefault(example, value) != value:
                     return f"its {RECORDS_FILE} holds two records of example {example!r} under {record['attack']!r}"
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
@@ -76,13 +77,6 @@ def read_records(path: Path, run: Results) -> RunRecords | str:
     if len(clean) != run.dataset.n:
         return f"its {RECORDS_FILE} holds {len(clean)} clean records, not its n = {run.dataset.n}"
     return RunRecords(clean, attacks)
-
-
-def _fraction(value: Any) -> float:
-    """A correctness from a record: a number in [0, 1] (anything else is not a record of ours)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-        raise ValueError(value)
-    return float(value)
 
 
 def row_outcomes(records: RunRecords, run: Results, rows: Mapping[tuple[str, str], tuple[str, float]],
