@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -36,10 +35,10 @@ from typing import Any
 
 from suite.errors import ConfigError
 from suite.evaluation.distributed import Processes
+from suite.report.record_schema import RECORDS_FILE, record_problem
 from suite.paths import (KEPT_RECORDS, RESUME, append_text, atomic_write_text, check_run_directory, lock_directory,
                          remove_temporaries, writable_parent, writing)
 
-RECORDS_FILE = "records.jsonl"
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.json"
 SHARD_PATTERN = "records.rank*.jsonl"
@@ -294,45 +293,3 @@ def _read(path: Path) -> list[dict[str, Any]]:
 def _is_record(record: Any) -> bool:
     return (isinstance(record, dict) and record.get("kind") in RECORD_KINDS and isinstance(record.get("id"), str)
             and isinstance(record.get("attack", ""), str))
-
-
-def _fraction(value: Any) -> bool:
-    return _number(value) and 0.0 <= value <= 1.0
-
-
-def _number(value: Any) -> bool:
-    """A finite JSON number (``true`` is not one; NaN and infinities never come from a run)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-#: What each field of a record must hold (a field not named here is not checked); ``None``
-#: allowed where a run may write it.
-_CLEAN_FIELDS = {"label": _count, "prediction": _count, "correct": _fraction}
-_ATTACK_FIELDS = {"robust": _fraction, "prediction": _count, "perturbation": lambda v: _number(v) and v >= 0,
-                  "queries": _count, "seconds": lambda v: _number(v) and v >= 0}
-_ATTACK_OPTIONAL = {"forward_rows": _count, "confidence": _fraction, "temperature": lambda v: _number(v) and v > 0,
-                    "adversarial": lambda v: isinstance(v, str), "extras": lambda v: isinstance(v, dict)}
-
-
-def record_problem(record: dict[str, Any]) -> str | None:
-    """What is wrong with a record's values (``None``: nothing). A run writes correctness in
-    [0, 1], counts as whole numbers and no NaN, so a record that breaks this was damaged or
-    written by hand, and the numbers summed from it would be wrong."""
-    kind = record["kind"]
-    if kind == "adversary":
-        return None if _number(record.get("temperature")) and record["temperature"] > 0 else "its temperature"
-    required = _CLEAN_FIELDS if kind == "clean" else _ATTACK_FIELDS
-    for name, valid in required.items():
-        if name not in record:
-            return f"it has no {name!r}"
-        if not valid(record[name]):
-            return f"its {name!r} is {json.dumps(record[name])[:40]}"
-    if kind == "attack":
-        for name, valid in _ATTACK_OPTIONAL.items():
-            if record.get(name) is not None and not valid(record[name]):
-                return f"its {name!r} is {json.dumps(record[name])[:40]}"
-    return None

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.evaluation.records import RECORDS_FILE, record_problem
+from suite.report.record_schema import RECORDS_FILE, record_problem
 from suite.report.results import Results
 
 #: The sign-flip test enumerates every sign pattern up to this many non-zero differences.
