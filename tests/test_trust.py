@@ -326,6 +326,28 @@ def test_printed_names_carry_no_terminal_controls(tmp_path, capsys):
     assert not any(char in printed for char in "\x1b\x07\u202e")
 
 
+def test_library_warnings_are_printed_once_and_escaped():
+    """huggingface_hub and transformers give their loggers handlers of their own: under the CLI
+    their warnings (the Hub's retries, a load's unused weights) were printed twice, and their
+    copy raw. In a fresh process, as the command runs: one line each, through the suite's handler."""
+    pytest.importorskip("transformers")
+    script = (
+        "import logging, sys\n"
+        "from suite.cli.main import _configure_logging\n"
+        "import huggingface_hub.utils.logging\n"  # imported before: taken at once
+        "_configure_logging(False, '')\n"
+        "logging.getLogger('huggingface_hub.utils._http').warning('Retrying \\x1b[31m in 1s')\n"
+        "from transformers.utils import logging as tl\n"  # imported after: taken on import
+        "tl.get_logger('transformers.modeling_utils').warning('unused \\x1b]0;pwned\\x07 weights')\n"
+        "print(logging.getLogger('transformers').handlers, logging.getLogger('huggingface_hub').handlers)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["advsuite: Retrying \\x1b[31m in 1s", "advsuite: unused \\x1b]0;pwned\\x07 weights"]
+    assert done.stdout.strip() == "[] []"
+
+
 def _register_spoiled(name: str, spoil):
     """An FGM whose outputs ``spoil`` rewrites (what a plugin that skips its projection returns)."""
     from dataclasses import replace

@@ -166,6 +166,74 @@ def _configure_logging(quiet: bool, where: str) -> None:
             handler.addFilter(PrintableFilter())
     for noisy in ("httpx", "urllib3", "filelock", "datasets", "transformers", "timm"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    _take_library_logs()
+
+
+#: Libraries that give their root logger a handler of their own when their logging module is
+#: imported (module, logger). Their warnings (the Hub's retries, transformers' load reports) were
+#: printed twice, once by theirs and once by the suite's, and theirs printed what a server or a
+#: config wrote without escaping it. The CLI takes their messages through its own handler only.
+_OWN_HANDLERS = {"huggingface_hub.utils.logging": "huggingface_hub", "transformers.utils.logging": "transformers"}
+
+
+def _take_library_logs() -> None:
+    """Route the libraries of :data:`_OWN_HANDLERS` through the suite's handler: now for those
+    already imported, and on import for the others (a finder on ``sys.meta_path`` that runs
+    :func:`_take_logs` once the module has run). Only the CLI does this: the Python API leaves
+    its caller's logging as it is."""
+    for module in _OWN_HANDLERS:
+        if module in sys.modules:
+            _take_logs(module)
+    if not any(isinstance(finder, _TakeLogsOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _TakeLogsOnImport())
+
+
+def _take_logs(module: str) -> None:
+    configure = getattr(sys.modules[module], "_configure_library_root_logger", None)
+    if configure is not None:  # transformers adds its handler on first use, once: have it done now
+        configure()
+    logger = logging.getLogger(_OWN_HANDLERS[module])
+    for handler in logger.handlers[:]:
+        if type(handler) is logging.StreamHandler:
+            logger.removeHandler(handler)
+    logger.propagate = True
+
+
+class _TakeLogsOnImport:
+    """A ``sys.meta_path`` finder for the modules of :data:`_OWN_HANDLERS`: it finds them with
+    the other finders and hands back their spec with a loader that calls :func:`_take_logs`
+    after the module's own code."""
+
+    def find_spec(self, name: str, path=None, target=None):
+        if name not in _OWN_HANDLERS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _ThenTakeLogs(spec.loader, name)
+                return spec
+        return None
+
+
+class _ThenTakeLogs:
+    """A loader that runs ``loader``'s module, then :func:`_take_logs`; anything else (source,
+    resources) is ``loader``'s."""
+
+    def __init__(self, loader, name: str) -> None:
+        self._loader, self._name = loader, name
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        _take_logs(self._name)
+
+    def __getattr__(self, attr: str):
+        return getattr(self._loader, attr)
 
 
 def _stopped(where: str, signum: int, frame) -> None:
