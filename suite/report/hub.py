@@ -150,9 +150,10 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
         # The heading is Markdown the Hub renders as HTML, and a terminal shows as is: control and
         # bidi characters escaped (suite.text.printable), then HTML (the YAML above escapes its own).
         heading = html.escape(printable(name), quote=False)
-        return str(ModelCard(f"---\n{ModelCardData(model_name=name, eval_results=new).to_yaml()}\n---\n\n# {heading}\n\n"
-                             "Adversarial robustness measured with advsuite: see the `model-index` metadata above "
-                             "and `.eval_results/`, exported from the run's results.json by `advsuite export`.\n"))
+        return _card_text(ModelCard(
+            f"---\n{ModelCardData(model_name=name, eval_results=new).to_yaml()}\n---\n\n# {heading}\n\n"
+            "Adversarial robustness measured with advsuite: see the `model-index` metadata above "
+            "and `.eval_results/`, exported from the run's results.json by `advsuite export`.\n"))
     match = REGEX_YAML_BLOCK.search(existing)
     refuse = f"{source} has metadata advsuite cannot read ({{}}); fix it, or export to another --to (it is not " \
              "overwritten)"
@@ -173,7 +174,31 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
         raise ConfigError(refuse.format(reason)) from error
     card.data.model_name = card.data.model_name or runs[0].model.name
     card.data.eval_results = _merge(card.data.eval_results or [], new, _card_key)
-    return str(card)
+    return _card_text(card)
+
+
+def _card_text(card: Any) -> str:
+    """``str(card)``, its YAML written by :func:`_yaml` (huggingface_hub's writes bidi and
+    zero-width characters raw)."""
+    text = str(card)  # also puts the metadata in the card's original order
+    if _printable_yaml(card.data.to_yaml()):
+        return text
+    line_break = "\r\n" if text.startswith("---\r\n") else "\n"
+    return f"---{line_break}{_yaml(card.data.to_dict(), line_break=line_break).strip()}{line_break}---{line_break}{card.text}"
+
+
+def _printable_yaml(text: str) -> bool:
+    return "".join(text.split("\n")).replace("\r", "").isprintable()
+
+
+def _yaml(data: Any, **options: Any) -> str:
+    """``data`` as YAML with its Unicode written as is, unless it holds a character a terminal or
+    an editor would not show as itself: PyYAML escapes control characters, but with
+    ``allow_unicode`` writes format, bidi and zero-width ones (U+202E turns the rest of a line
+    around) raw; the whole file then escapes everything outside ASCII (``\\u202E``), which
+    reads back the same."""
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, **options)
+    return text if _printable_yaml(text) else yaml.safe_dump(data, sort_keys=False, allow_unicode=False, **options)
 
 
 def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]) -> dict[str, str]:
@@ -191,7 +216,7 @@ def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]
         text, source = existing.get(path, ("", path))
         old = _read_entries(source, text)
         merged = _merge(old, entries, lambda item: (item["dataset"].get("id"), item["dataset"].get("task_id")))
-        texts[path] = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
+        texts[path] = _yaml(merged)
     return texts
 
 
