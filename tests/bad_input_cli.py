@@ -55,6 +55,8 @@ CASES: list[Case] = [
     Case("cli-temperature-negative", (*DIGITS, "--temperature", "-2"), "expected a finite number > 0, got '-2'"),
     Case("cli-temperature-nan", (*DIGITS, "--temperature", "nan"), "expected a finite number > 0, got 'nan'"),
     Case("cli-temperature-inf", (*DIGITS, "--temperature", "inf"), "expected a finite number > 0, got 'inf'"),
+    Case("cli-temperature-underflow", (*DIGITS, "--temperature", "1e308"),
+         "temperature 1e+308 ties the top two logits of"),
     Case("cli-eps-negative", (*DIGITS, "--eps", "-0.1"), "a radius must be a finite number >= 0, got '-0.1'"),
     Case("cli-eps-nan-in-list", (*DIGITS, "--eps", "0.1,nan"), "a radius must be a finite number >= 0, got 'nan'"),
     Case("cli-eps-word", (*DIGITS, "--eps", "big"), "expected a number or comma-separated numbers, got 'big'"),

@@ -125,6 +125,28 @@ def test_temperature_never_changes_clean_predictions(sentiment_model):
         assert torch.equal(TemperatureScaled(served, 1 / temperature, adversary=True).predict(texts), reference)
 
 
+def test_a_temperature_that_underflows_the_decisions_is_refused_not_scored(sentiment_model):
+    """At T = 1e308 every float32 logit divides to 0: the served model answers class 0 whatever
+    its input, and attacks see no gradient, so scoring it by its base's decisions reported 100 %
+    robust accuracy where T = 1 gives 0 %. Its scoring passes refuse it; T = 1e30 is served."""
+    import suite
+    from suite.errors import ConfigError
+    from suite.models import ModelConfig
+
+    texts = sentiment("test").inputs[:8]
+    labels = torch.tensor(sentiment("test").labels[:8])
+    served = TemperatureScaled(sentiment_model, 1e308)
+    for score in (lambda: served.scores(texts, labels), lambda: served.text_rows(texts)):
+        with pytest.raises(ConfigError, match=r"temperature 1e\+308 ties the top two logits of 8 of 8 inputs .*float32"):
+            score()
+    assert TemperatureScaled(sentiment_model, 1e308, adversary=True).scores(texts, labels)[0].abs().max() == 0
+    logits, _ = TemperatureScaled(sentiment_model, 1e30).scores(texts, labels)
+    assert torch.equal(logits.argmax(dim=1), sentiment_model.predict(texts))
+    with pytest.raises(ConfigError, match="ties the top two logits of 30 of 30"):
+        suite.evaluate(ModelConfig(spec="builtin:digits-cnn", temperature=1e308), "builtin:digits", attacks=["fgm_linf"],
+                       eps=0.05, n=30)
+
+
 def test_wrapper_counts_queries_scales_logits_and_takes_gradients_in_eval_mode(sentiment_model):
     from suite.attacks.text.offline import import_textattack
     from suite.attacks.text.wrapper import make_wrapper

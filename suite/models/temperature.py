@@ -99,7 +99,36 @@ class TemperatureScaled(LogitView):
 
     def scores(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits, correct = self.base.scores(batch, labels)
-        return logits / self.temperature, correct
+        return self._served(logits), correct
+
+    def text_rows(self, texts: Sequence[str]) -> torch.Tensor | None:
+        rows = self.base.text_rows(texts)
+        return None if rows is None else self._served(rows)
+
+    def _served(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits / T`` for scoring, refused where the division changed a decision.
+
+        Dividing by T > 0 keeps the argmax in exact arithmetic, and the suite scores the served
+        model by its base's decisions. In floating point a large enough T underflows: at
+        T = 1e308 every float32 logit becomes 0, the served model answers class 0 whatever its
+        input, and attacks on it see no gradient, so the base's decisions would report an
+        unbroken model (100 % robust accuracy where T = 1 gives 0 %). The top two logits of a row
+        that tie once divided but did not before mean the served model no longer decides as its
+        base: refused, in one line. (A T small enough to overflow gives infinite logits, which the
+        clean pass refuses as it does any model's.) An adversary's view is never scored, so it
+        is not checked."""
+        served = logits / self.temperature
+        if not self.adversary and logits.shape[-1] > 1 and len(logits):
+            top, top_served = logits.topk(2, dim=-1).values, served.topk(2, dim=-1).values
+            merged = int(((top[:, 0] > top[:, 1]) & (top_served[:, 0] == top_served[:, 1])).sum())
+            if merged:
+                from suite.errors import ConfigError
+
+                raise ConfigError(
+                    f"temperature {self.temperature:g} ties the top two logits of {merged} of {len(logits)} inputs that "
+                    f"{self.base.info.name!r} decides (they underflow in {str(logits.dtype).replace('torch.', '')}): "
+                    "served at it, the model no longer decides as it does; choose a smaller temperature")
+        return served
 
     def relu_cell(self, x: Any) -> torch.Tensor | None:
         return self.base.relu_cell(x)  # dividing by T moves no activation
