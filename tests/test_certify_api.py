@@ -152,6 +152,7 @@ REFUSED = {
     "ensemble-spec": (lambda: ("ensemble:0.5*builtin:digits-cnn,0.5*builtin:digits-cnn", "builtin:digits"),
                       ConfigError, "is a randomized ensemble"),
     "ensemble-in-memory": (lambda: (_ensemble(), IMAGES), ConfigError, "is a randomized ensemble"),
+    "ensemble-builtin": (lambda: ("builtin:digits-bat", None), ConfigError, "'builtin:digits-bat' is a randomized ensemble"),
     "module-without-data": (lambda: (seeded_net(), None), ConfigError, "needs its input size"),
     "memory-model-without-data": (lambda: (from_module(seeded_net(), input_size=(1, 32, 32)), None), ConfigError,
                                   "names no dataset"),
@@ -163,6 +164,11 @@ def test_forms_it_cannot_certify_are_refused_in_one_line(case, tmp_path, monkeyp
     make, error, message = REFUSED[case]
     monkeypatch.chdir(tmp_path)
     model, data = make()
+
+    def no_load(*args, **kwargs):  # every form is refused before a model loads (a built-in may train)
+        raise AssertionError("loaded a model")
+
+    monkeypatch.setattr("suite.evaluation.certify_api.load_model", no_load)
     with pytest.raises(error, match=message.replace("[", r"\[").replace("]", r"\]")) as caught:
         suite.certify(model, data, eps=0.1, n=4, attacks=False)
     assert "\n" not in str(caught.value) and isinstance(caught.value, SuiteError)

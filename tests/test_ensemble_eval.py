@@ -139,7 +139,12 @@ def test_alpha_sweep_writes_its_table_and_plot(tmp_path, capsys):
 def test_bat_builtin_overstates_robustness_under_adaptive_pgd(tmp_path):
     """The BAT built-in: its partner is not robust; APGD (as the paper runs it) reports more
     robustness than ARC, and more than the worst case the suite reports."""
+    from suite.models.ensemble import is_ensemble
+    from suite.models.registry import BUILTIN_MODELS, ENSEMBLE_BUILTINS, is_ensemble_spec
+
     model = load_model("builtin:digits-bat")
+    assert is_ensemble(model) and is_ensemble_spec("builtin:digits-bat")  # certify refuses it before loading
+    assert ENSEMBLE_BUILTINS == {name for name in BUILTIN_MODELS.names() if "ensemble" in BUILTIN_MODELS.describe(name)}
     search = model.info.extra["bat_alpha_search"]
     alpha = search["alpha"]
     assert [m["probability"] for m in model.info.extra["members"]] == pytest.approx([alpha, 1 - alpha])

@@ -25,7 +25,7 @@ from suite.evaluation.certification import certification_report
 from suite.models import Classifier, ModelConfig, load_model
 from suite.models.card import default_dataset
 from suite.models.ensemble import is_ensemble
-from suite.models.registry import spec_modality
+from suite.models.registry import is_ensemble_spec, spec_modality
 
 #: What ``certify`` writes into its output directory (and may overwrite on a rerun).
 CERTIFY_FILES = ("certificate.json", "certificate.png")
@@ -112,10 +112,10 @@ def certify(
 
 def refuse_by_spec(spec: str) -> None:
     """Refuse, from the spec alone, a model certify cannot take: a text model (``hf:``, text
-    built-ins) or an ``ensemble:``."""
+    built-ins) or a randomized ensemble (``ensemble:``, ``builtin:digits-bat``)."""
     if spec_modality(spec) == "text":
         raise ConfigError(f"certify works on image models (input Jacobians of [0, 1] pixels); {spec!r} takes text")
-    if spec.partition(":")[0] == "ensemble":
+    if is_ensemble_spec(spec):
         raise ConfigError(_ensemble_message(spec))
 
 

@@ -48,6 +48,17 @@ MODEL_SCHEMES.use_entry_points("advsuite.models", check=_plugin_loader)
 TEXT_BUILTINS: set[str] = set()
 
 
+#: Built-in models that are randomized ensembles: what ``advsuite certify`` refuses before
+#: loading (training) their members.
+ENSEMBLE_BUILTINS: set[str] = {"digits-bat"}
+
+
+def is_ensemble_spec(spec: str) -> bool:
+    """Whether ``spec`` names a randomized ensemble (``ensemble:``, or an ensemble built-in)."""
+    scheme, _, name = spec.partition(":")
+    return scheme == "ensemble" or (scheme == "builtin" and name in ENSEMBLE_BUILTINS)
+
+
 def add_text_builtin(name: str, loader: str, help: str) -> None:
     BUILTIN_MODELS.add(name, loader, help=help)
     TEXT_BUILTINS.add(name)
