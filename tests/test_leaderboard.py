@@ -328,6 +328,10 @@ def test_cli_add_validates_merges_idempotently_and_shows(demo_results, tmp_path,
     assert advsuite("leaderboard", "show", "--leaderboard", str(path), "--threat-model", "linf") == 0
     shown = capsys.readouterr().out
     assert "builtin:digits-cnn" in shown and "character-level" not in shown
+    # Another file name: the page beside it reads leaderboard.json unless told, so add says how.
+    other = tmp_path / "site" / "robust 2026.json"
+    assert advsuite("leaderboard", "add", files[1], "--leaderboard", str(other)) == 0
+    assert f"page: {path.parent / 'index.html?board=robust%202026.json'} (served over HTTP)" in capsys.readouterr().out
 
 
 def _advsuite(*args) -> int:
@@ -420,11 +424,12 @@ f.addEventListener("load", () => {
                   options: [...d.querySelectorAll("#sort option")].map((o) => o.textContent),
                   injected: d.querySelectorAll("script").length - 1 + d.querySelectorAll("img").length,
                   illusion: [...d.querySelectorAll("#rows .illusion")].map((b) => b.textContent)};
-    d.querySelector('th[data-key="clean_accuracy"]').click();
+    d.querySelector('th[data-key="clean_accuracy"]')?.click();
     seen.clickOnce = rows(d);
-    d.querySelector('th[data-key="clean_accuracy"]').click();
+    d.querySelector('th[data-key="clean_accuracy"]')?.click();
     seen.clickTwice = rows(d);
     seen.url = f.contentWindow.location.search;
+    seen.status = d.getElementById("status").textContent;
     document.getElementById("out").textContent = JSON.stringify(seen);
   }, 20);
 });
@@ -460,6 +465,7 @@ def served(tmp_path_factory):
                robust_accuracy={"deepwordbug": 0.3, "deepwordbug@cal": 0.2}),
     )
     (root / "leaderboard.json").write_text(json.dumps(board))
+    (root / "other board.json").write_text(json.dumps(_board(_entry("elsewhere-net", 0.5, 0.25))))
     handler = functools.partial(_QuietHandler, directory=str(root))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -520,3 +526,15 @@ def test_page_filters_from_the_url(served):
     assert seen["initial"] == [XSS, "middle-net", "robust-net"]
     seen = _browse(root, base, "task=builtin%3Asentiment%2Ftest")
     assert seen["initial"] == ["text-model"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Chromium not installed (.ci/run installs Debian's chromium)")
+def test_page_reads_another_leaderboard_file_beside_it_and_nothing_else(served):
+    """A leaderboard saved under another name (``leaderboard add --leaderboard board/x.json``)
+    is shown at ``index.html?board=x.json``; a path or another origin is refused."""
+    root, base = served
+    seen = _browse(root, base, "board=other%20board.json")
+    assert seen["initial"] == ["elsewhere-net"] and "board=other+board.json" in seen["url"]
+    for hostile in ("..%2Fsecret.json", "https%3A%2F%2Fevil.example%2Fx.json", "leaderboard.json%3Fx", "schema.js"):
+        seen = _browse(root, base, f"board={hostile}")
+        assert seen["rendered"] == "error" and "board must name a .json file beside this page" in seen["status"], hostile

@@ -83,6 +83,8 @@ def handle(args: argparse.Namespace) -> int:
         files = [f for p in args.results for f in _results_files(p)]
         board, added, replaced = leaderboard.add(files, path, replace=args.replace)
         print(printable(f"{path}: {added} added, {replaced} replaced, {len(board.entries)} entries"))
+        if path.name != leaderboard.DEFAULT_PATH.name:  # the page reads leaderboard.json unless told
+            print(printable(f"page: {path.parent / leaderboard.page_address(path)} (served over HTTP)"))
         return 0
     from suite.report.table import format_rows
 

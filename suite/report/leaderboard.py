@@ -320,6 +320,15 @@ UNCHANGED = "the leaderboard is unchanged"
 PAGE_MISSING = "the leaderboard is written, only the page beside it is missing"
 
 
+def page_address(path: Path) -> str:
+    """Where the page beside the leaderboard ``path`` shows it: ``index.html`` reads
+    ``leaderboard.json``, and ``index.html?board=<name>`` another file of its directory."""
+    from urllib.parse import quote
+
+    name = Path(path).name
+    return "index.html" if name == DEFAULT_PATH.name else f"index.html?board={quote(name, safe='')}"
+
+
 def install_page(directory: Path) -> list[Path]:
     """Copy ``index.html`` and ``schema.json`` into ``directory`` when they are not there."""
     source = next((d for d in PAGE_DIRS if (d / "index.html").is_file()), None)
