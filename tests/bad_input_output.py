@@ -66,6 +66,8 @@ CASES: list[Case] = [
          _file("out/run.json", '{"seed": 5}')),
     Case("output-records-of-unknown-run", (*DIGITS, "--output", "{tmp}/out"), "records of an unknown run",
          _records_without_run),
+    Case("output-recipe-into-an-evaluation", ("run", "quickstart", "--limit", "2", "--output", "{tmp}/out"),
+         "is one evaluation's directory (it holds run.json)", _file("out/run.json", '{"seed": 0}')),
     Case("output-path-too-long", (*DIGITS, "--output", "{tmp}/" + "a" * 300), "too long a path"),
     Case("output-empty", (*DIGITS, "--output", ""), "--output"),
     Case("recipe-task-name-300-chars", ("run", "{tmp}/r.yaml"), "at most 100 characters",

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from suite.errors import ConfigError
 from suite.evaluation.options import RunOptions
+from suite.evaluation.records import RUN_FILE
 from suite.evaluation.recipe import Recipe, TaskConfig, load_recipe, parse_recipe
 from suite.evaluation.recipes_dir import resolve_recipe
 from suite.evaluation.tasks import run_tasks
@@ -71,6 +73,11 @@ def run_recipe(
     if limit is not None:
         tasks = tuple(limited(task, limit) for task in tasks)
     directory = None if output is None else Path(output)
+    if directory is not None and (directory / RUN_FILE).is_file():
+        # One evaluation's directory: the recipe's tables would mix with its files, and a task
+        # named like its samples/ would write into them.
+        raise ConfigError(f"output {str(directory)!r} is one evaluation's directory (it holds {RUN_FILE}); a recipe "
+                          "writes a sub-directory per task and its tables: choose another --output")
     options = RunOptions(seed=loaded.seed, batch_size=loaded.batch_size, output=directory, subdirs=True,
                          overwrite=overwrite, wait=wait, log_samples=log_samples, deterministic=deterministic,
                          command=command or "suite.run_recipe(...)")
