@@ -115,6 +115,10 @@ CASES: list[Case] = [
     # hf directories that do not hold a model, or disagree with their weights.
     Case("model-hf-labels-disagree-with-weights", hf(), "its config has 3 labels but the weights' classifier has 2",
          bert(then=lambda d: relabel_hf_config(d, ("a", "b", "c")))),
+    # Two labels and two positions: the embedding's size is not the label count (it was said to be).
+    Case("model-hf-positions-disagree-with-weights", hf(),
+         "the weights do not fit the model its config.json describes: Embedding weight has shape (16, 8) in the "
+         "weights, (2, 8) in the model", bert(then=lambda d: edit_json(d / "config.json", max_position_embeddings=2))),
     Case("model-hf-no-config", hf(), "has no config.json", bert(then=lambda d: (d / "config.json").unlink())),
     Case("model-hf-garbage-config", hf(), "config.json' is not valid JSON", bert(then=write("config.json", b"{not json"))),
     Case("model-hf-no-weights", hf(), "holds no weights", bert(then=lambda d: (d / "model.safetensors").unlink())),

@@ -279,7 +279,11 @@ def _mismatch_message(name: str, model_config, mismatch: re.Match) -> str:
                                  for sizes in (stored, built))
     where = f"{module} {param} has shape {stored_shape} in the weights, {built_shape} in the model"
     labels = getattr(model_config, "num_labels", None)
-    if labels is not None and built_shape[:1] == (labels,) and stored_shape:
+    # The classifier is a Linear (transformers names the module it loads) or, in a whole model's
+    # message, a parameter of the head; an embedding whose first size happens to equal the label
+    # count (max_position_embeddings: 2) is not a label mismatch.
+    head = module in ("Linear", "Conv1D") or param.split(".")[0] in ("classifier", "score", "out_proj", "logits_proj")
+    if head and labels is not None and built_shape[:1] == (labels,) and stored_shape:
         return (f"hf model {name!r}: its config has {labels} labels but the weights' classifier has "
                 f"{stored_shape[0]} ({where}): make num_labels / id2label in config.json match the weights")
     return f"hf model {name!r}: the weights do not fit the model its config.json describes: {where}"
