@@ -137,6 +137,52 @@ def test_a_mean_loss_is_refused_rather_than_retried_smaller(tmp_path):
     assert {row["kind"] for row in kept} == {"clean"}
 
 
+def test_a_mean_loss_keeps_its_batches_across_resumes_processes_and_refuses_another_size(tmp_path, monkeypatch):
+    """An attack that averages its loss over the batch has numbers that depend on which examples
+    share a batch. Its batches are the attacked examples in blocks of the batch size, whatever
+    happens: a resume after a kill that cut a batch's records short attacks that block whole
+    again (and keeps the records it had), two processes take whole blocks in turn (not every
+    other example, which made other batches), and a rerun at another size is refused instead
+    of mixing two sizes' records."""
+    from types import SimpleNamespace
+
+    from suite.attacks.image.fgm import FGMLinf
+    from suite.errors import ConfigError
+    from suite.evaluation.distributed import Processes
+    from suite.evaluation.runner import _mean_batches
+
+    batches, run = [], FGMLinf.run
+
+    def spy(self, model, examples, seed):
+        batches.append([example.id for example in examples])
+        return run(self, model, examples, seed)
+
+    monkeypatch.setattr(FGMLinf, "run", spy)
+    mean = [{"name": "fgm_linf", "reduction": "mean"}]
+    results, reference = _run(tmp_path, "mean", 4, attacks=mean)
+    first = list(batches)
+    attacked = [ex for block in first for ex in block]
+    assert results.attacks["fgm_linf"].n_attacked == len(attacked) > 8
+    assert [len(block) for block in first[:-1]] == [4] * (len(first) - 1)
+    # A kill that cut the second batch's records short: that batch runs whole again, once.
+    path = tmp_path / "mean" / "records.jsonl"
+    cut = set(first[1][2:])
+    path.write_text("".join(line + "\n" for line in path.read_text().splitlines()
+                            if not (json.loads(line).get("attack") == "fgm_linf" and json.loads(line)["id"] in cut)))
+    batches.clear()
+    assert _without_timing(_run(tmp_path, "mean", 4, attacks=mean)[1]) == _without_timing(reference)
+    assert batches == [first[1]]
+    with pytest.raises(ConfigError, match="holds another run: batch_size: 4 then, 2 now"):
+        _run(tmp_path, "mean", 2, attacks=mean)
+    # Two processes: whole blocks in turn, which fall into the same batches of 4 again.
+    examples = {example_id: SimpleNamespace(id=example_id) for example_id in attacked}
+    for rank in (0, 1):
+        store = SimpleNamespace(processes=Processes(rank=rank, world=2), has=lambda *key: False)
+        prepared = SimpleNamespace(store=store, attacked=lambda: [examples[i] for i in attacked])
+        mine = [ex.id for ex in _mean_batches(prepared, "fgm_linf", 4)]
+        assert [mine[start:start + 4] for start in range(0, len(mine), 4)] == first[rank::2]
+
+
 def test_one_example_that_does_not_fit_is_one_line():
     def run(batch):
         raise _oom(len(batch))

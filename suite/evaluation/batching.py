@@ -27,6 +27,8 @@ question of speed and memory. That is what lets the suite choose it, and retry a
 One exception: an attack with ``reduction: mean`` (the mini-batch study's) divides its loss by
 the batch size, so its numbers depend on it. It needs an explicit batch size, and an
 out-of-memory error is then refused rather than retried smaller (its numbers would change).
+Its batches are fixed blocks of the attacked examples for any process count or resume
+(:func:`suite.evaluation.runner._mean_batches`), and the size is part of its run's identity.
 """
 
 from __future__ import annotations

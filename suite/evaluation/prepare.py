@@ -191,21 +191,29 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         else:
             fit_config = task.dataset.model_copy(update={"split": adversary.split, "n": adversary.n})
             fit_set = load_eval_set(fit_config, model.input_spec, options.seed)
-    store = RecordStore(options.directory_for(task.name), run_identity(task, options.seed, model, attacks, eval_set,
-                                                                       fit_set, opt_attack), distributed.current())
+    identity = run_identity(task, options.seed, model, attacks, eval_set, fit_set, opt_attack,
+                            batch_size=batch_size if averaged else None)
+    store = RecordStore(options.directory_for(task.name), identity, distributed.current())
     store.check(options.overwrite)
     return PreparedTask(task, options, model, eval_set, attacks, store, adversary, fit_set, opt_attack, notes, radius)
 
 
 def run_identity(task: TaskConfig, seed: int, model: Classifier, attacks: dict[str, Attack], eval_set: EvalSet,
-                 fit_set: EvalSet | None, opt_attack: tuple[str, Attack] | None) -> dict[str, Any]:
+                 fit_set: EvalSet | None, opt_attack: tuple[str, Attack] | None,
+                 batch_size: int | None = None) -> dict[str, Any]:
     """Everything that decides a task's numbers (batch size and process count do not): the
     configuration, a hash of the weights actually loaded (a model retrained in place, or a Hub
     model moved to a new commit, is another model), a hash of the examples actually evaluated
     (a data file edited in place is another dataset), and the versions of the scoring and of
-    every attack. Records are resumed only under the same identity."""
+    every attack. Records are resumed only under the same identity.
+
+    ``batch_size``: given where an attack averages its loss over the batch (``reduction:
+    mean``), whose numbers the batch size does decide; a resume at another size is then
+    refused instead of mixing two sizes' records under one."""
     every = {**attacks, **dict([opt_attack] if opt_attack else [])}
+    averaged = {} if batch_size is None else {"batch_size": batch_size}
     return {
+        **averaged,
         **task.identity(seed),
         "weights": model.weights_hash(),
         "examples": examples_fingerprint(eval_set),

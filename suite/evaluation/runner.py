@@ -177,7 +177,11 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
     (a text's row from ``searched``, the memo of the served model's rows, where it has it).
     ``temperature`` is recorded with each example (``None``: Platt's view, recorded in results)."""
     store, model = prepared.store, prepared.model
-    pending = [ex for ex in store.processes.shard(prepared.attacked()) if not store.has("attack", ex.id, run.key)]
+    averaged = run.attack.loss_reduction == "mean"
+    if averaged:  # the batches are part of the numbers: the same ones for any process count or resume
+        pending = _mean_batches(prepared, run.key, prepared.fixed_batch_size)
+    else:
+        pending = [ex for ex in store.processes.shard(prepared.attacked()) if not store.has("attack", ex.id, run.key)]
     if pending:  # a line per pass, for logs where no progress bar is drawn (not a terminal)
         logger.info("%s: %s (%s) on %d example(s)", prepared.name, run.key, run.attack.threat.label, len(pending))
     size, probed = prepared.fixed_batch_size, prepared.batch_size == AUTO and probes(view, run.attack)
@@ -194,6 +198,9 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
         check_outputs(run.key, run.attack.threat, model, batch, outputs)
         if prepared.options.log_samples and store.directory is not None:
             _save_adversarial(prepared, run, batch, outputs)
+        if averaged:  # a batch run again whole for a record it lacked keeps the records it has
+            kept = [(ex, out) for ex, out in zip(batch, outputs) if not store.has("attack", ex.id, run.key)]
+            batch, outputs = [ex for ex, _ in kept], [out for _, out in kept]
         clean = [store.get("clean", ex.id)["correct"] for ex in batch]
         scores = score_batch(model, batch, outputs, clean, pooled=searched)
         store.append(attack_record(run.key, model, ex, out, correct, temperature, score)
@@ -213,6 +220,20 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
                                what=f"{prepared.name}: {run.key}", load=decoded)
     prepared.batch_sizes[run.key] = size
     store.share()
+
+
+def _mean_batches(prepared: PreparedTask, key: str, size: int) -> list[Example]:
+    """What a process attacks with a mean-reduction attack (its loss is a mean over the batch, so
+    which examples share a batch is part of its numbers): the attacked examples in batches of
+    ``size`` in evaluation order, the same whatever the process count, dealt to the processes
+    batch by batch (not example by example, which would make other batches), and each batch
+    that lacks a record whole. Concatenated, they fall into the same batches again: every
+    batch but the last one overall holds ``size`` examples. A batch whose records a kill cut
+    short is attacked whole again; its commit keeps the records it has."""
+    store, examples = prepared.store, prepared.attacked()
+    batches = [examples[start:start + size] for start in range(0, len(examples), size)]
+    return [ex for batch in store.processes.shard(batches)
+            if any(not store.has("attack", ex.id, key) for ex in batch) for ex in batch]
 
 
 def _save_adversarial(prepared: PreparedTask, run: AttackRun, batch: list, outputs: list) -> None:
