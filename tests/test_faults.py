@@ -159,6 +159,8 @@ def test_evaluate_fault_sweep(reference, tmp_path, capsys):
         assert code == 1, f"write point {k} ({faults.failed}): exit {code}\n{err}"
         assert_one_line(err, target_of(faults.failed))
         assert temporaries(tmp_path) == [], f"write point {k}: debris {temporaries(tmp_path)}"
+        if k == 1:  # its run.json: the directory it would have made is not left behind, empty
+            assert ".run.json." in faults.failed and not directory.exists(), faults.failed
         assert advsuite(*EVALUATE, "--output", str(directory)) == 0, capsys.readouterr().err
         capsys.readouterr()
         assert outcome(directory) == expected, f"write point {k} ({faults.failed}): the rerun differs"

@@ -187,10 +187,13 @@ class RecordStore:
         if self.directory is None or self._lock is None:
             return
         try:
-            if failed and self._wrote_run and not any(path.stat().st_size for path in self._files()):
-                for path in self._files():
-                    path.unlink(missing_ok=True)
-                (self.directory / RUN_FILE).unlink(missing_ok=True)
+            if failed and not any(path.stat().st_size for path in self._files()):
+                if self._wrote_run:
+                    for path in self._files():
+                        path.unlink(missing_ok=True)
+                    (self.directory / RUN_FILE).unlink(missing_ok=True)
+                # Also where its run.json could not be written (a full disk): the empty directory
+                # it made would otherwise be left.
                 if self._created and not any(self.directory.iterdir()):
                     self.directory.rmdir()
         finally:
