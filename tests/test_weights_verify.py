@@ -171,3 +171,35 @@ def test_a_cache_entry_is_checked_for_whose_weights_it_holds(tmp_path, monkeypat
     assert entry_problem(digits, digits.name) == "holds weights its record does not list (extra.safetensors)"
     (digits / HASH_FILE).write_text("[1]")
     assert entry_problem(digits, digits.name) == f"has a damaged {HASH_FILE}"
+
+
+def test_processes_that_find_one_old_entry_at_once_retrain_it_once(tmp_path, monkeypatch, caplog):
+    """A cache filled by an older version (records without the entry's name): under ``accelerate
+    launch`` every process finds the entry unfit at once. Each retrains under a lock on the
+    cache, after looking again: one retrains, the others keep its new entry. Before, a late one
+    discarded the entry another had just trained (and was loading), and trained it again."""
+    import threading
+
+    from suite.models.builtin import _retrained, entry_problem
+
+    [entry] = _enter_cache(tmp_path, monkeypatch, "builtin:sentiment-init")
+    own = file_sha256(entry / WEIGHTS)
+    record_hashes(entry)  # as an older version recorded it: no entry name
+    recipe = "suite.train.builtin_text:train_init"
+    found = []
+    with caplog.at_level(logging.WARNING, logger="suite.models.builtin"):
+        workers = [threading.Thread(target=lambda: found.append(
+            _retrained("builtin:sentiment-init", entry.name, recipe, entry))) for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=300)
+        retrained = [record.getMessage() for record in caplog.records if "retraining" in record.getMessage()]
+        inode = (entry / WEIGHTS).stat().st_ino
+        # A process that judged the old entry before the first retrained it looks again, and keeps it.
+        assert _retrained("builtin:sentiment-init", entry.name, recipe, entry) == entry
+    assert retrained == [f"builtin:sentiment-init: cached entry {entry} was recorded without its name (an older "
+                         "version): retraining"]
+    assert found == [entry] * 3 and entry_problem(entry, entry.name) is None
+    assert (entry / WEIGHTS).stat().st_ino == inode and file_sha256(entry / WEIGHTS) == own
+    assert not [path for path in entry.parent.iterdir() if path.name.startswith(".")]  # nothing left behind

@@ -45,7 +45,7 @@ from suite.models.registry import BUILTIN_MODELS  # entries are registered lazil
 from suite.models.weights import (HASH_FILE, WeightsMismatchError, file_sha256, record_hashes, recorded_entry,
                                   recorded_hashes, verify_weights)
 from suite.models.word_bert import TRAIN_SEED, train_word_bert
-from suite.paths import atomic_write_text, cache_dir, cache_path, sync_files, writing
+from suite.paths import atomic_write_text, cache_dir, cache_path, lock_directory, sync_files, writing
 from suite.progress import progress_bar
 
 logger = logging.getLogger(__name__)
@@ -118,21 +118,34 @@ def load_cached(spec: str, name: str, recipe: str, load: Callable[[str], Classif
     entry, copied in), or whose weights no longer read (:func:`entry_problem`).
     """
     directory = cached_model(name, recipe)
-    problem = entry_problem(directory, name)
-    if problem is not None:
-        logger.warning("%s: cached entry %s %s: retraining", spec, directory, problem)
-        discard_cached(directory)
-        directory = cached_model(name, recipe)
+    if entry_problem(directory, name) is not None:
+        directory = _retrained(spec, name, recipe, directory)
     try:
         return load(str(directory)), directory
     except WeightsMismatchError as error:
         if error.path.resolve().parent != directory.resolve():
             raise  # another model's weights (a member, a source): not this cache entry
-        logger.warning("%s: cached weights %s do not match their recorded hash (damaged?): retraining",
-                       spec, error.path)
-        discard_cached(directory)
-        directory = cached_model(name, recipe)
+        directory = _retrained(spec, name, recipe, directory)
         return load(str(directory)), directory
+
+
+def _retrained(spec: str, name: str, recipe: str, directory: Path) -> Path:
+    """The entry ``directory``, found unfit to be ``name``, discarded and trained again.
+
+    Under ``accelerate launch`` every process may find the same unfit entry at once (a cache
+    filled by an older version). Each then takes an exclusive lock on the cache's directory
+    and looks again under it: the first discards and retrains while the others wait, and they
+    find its new entry fit and keep it (before, a late process could discard the entry another
+    had just trained, and was loading)."""
+    handle = lock_directory(directory.parent, wait=True, what="advsuite process")
+    try:
+        problem = entry_problem(directory, name) if (directory / "DONE").exists() else None
+        if problem is not None:
+            logger.warning("%s: cached entry %s %s: retraining", spec, directory, problem)
+            discard_cached(directory)
+        return cached_model(name, recipe)
+    finally:
+        os.close(handle)
 
 
 def entry_problem(directory: Path, name: str) -> str | None:
