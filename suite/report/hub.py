@@ -178,27 +178,23 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
 
 
 def _card_text(card: Any) -> str:
-    """``str(card)``, its YAML written by :func:`_yaml` (huggingface_hub's writes bidi and
-    zero-width characters raw)."""
+    """``str(card)``, its YAML by :func:`_yaml` (huggingface_hub's writes bidi characters raw)."""
     text = str(card)  # also puts the metadata in the card's original order
     if _printable_yaml(card.data.to_yaml()):
         return text
-    line_break = "\r\n" if text.startswith("---\r\n") else "\n"
-    return f"---{line_break}{_yaml(card.data.to_dict(), line_break=line_break).strip()}{line_break}---{line_break}{card.text}"
-
-
-def _printable_yaml(text: str) -> bool:
-    return "".join(text.split("\n")).replace("\r", "").isprintable()
+    eol = "\r\n" if text.startswith("---\r\n") else "\n"
+    return f"---{eol}{_yaml(card.data.to_dict(), line_break=eol).strip()}{eol}---{eol}{card.text}"
 
 
 def _yaml(data: Any, **options: Any) -> str:
-    """``data`` as YAML with its Unicode written as is, unless it holds a character a terminal or
-    an editor would not show as itself: PyYAML escapes control characters, but with
-    ``allow_unicode`` writes format, bidi and zero-width ones (U+202E turns the rest of a line
-    around) raw; the whole file then escapes everything outside ASCII (``\\u202E``), which
-    reads back the same."""
+    """``data`` as YAML, its Unicode as is unless PyYAML would write a bidi or zero-width character
+    raw (U+202E reverses a line): then all non-ASCII is escaped (``\\u202E``), read back the same."""
     text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, **options)
     return text if _printable_yaml(text) else yaml.safe_dump(data, sort_keys=False, allow_unicode=False, **options)
+
+
+def _printable_yaml(text: str) -> bool:
+    return text.replace("\n", "").replace("\r", "").isprintable()
 
 
 def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]) -> dict[str, str]:
