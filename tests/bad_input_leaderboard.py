@@ -107,6 +107,10 @@ def _nested(depth: int) -> Callable[[Path], None]:
 
 
 CASES: list[Case] = [
+    Case("leaderboard-results-warning-of-20000-characters", ADD, "String should have at most 10000 characters",
+         _results(lambda data: data.update(warnings=["masked? " * 2_500]))),
+    Case("leaderboard-results-201-warnings", ADD, "List should have at most 200 items",
+         _results(lambda data: data.update(warnings=["masked?"] * 201))),
     Case("leaderboard-results-n-zero", ADD, "dataset.n is 0", _results(_set("dataset|n", 0))),
     Case("leaderboard-results-created-unparseable", ADD, "created 'yesterday' is not an ISO 8601 date",
          _results(_set("created", "yesterday"))),

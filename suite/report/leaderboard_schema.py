@@ -25,6 +25,13 @@ READABLE_VERSIONS = (1, 2)
 Fraction = Field(ge=0.0, le=1.0)
 #: A 95% confidence interval [low, high] of an accuracy.
 Interval = Annotated[list[Annotated[float, Field(ge=0.0, le=1.0)]], Field(min_length=2, max_length=2)]
+#: Bounds on what an entry holds. Fields come from results files anyone can write, and a
+#: leaderboard is published whole: one results.json with a 190 MB warning went in whole, and
+#: the page would fetch it. A real run's are far inside them (names of tens of characters, a
+#: warning of a few hundred, a few per run).
+Name = Annotated[str, Field(max_length=1_000)]
+Note = Annotated[str, Field(max_length=10_000)]
+Notes = Annotated[list[Note], Field(max_length=200)]
 #: Rounding slack when checking that an interval holds its accuracy, or that a worst case is
 #: at most each attack's accuracy (means of the same values summed in another order).
 TOLERANCE = 1e-6
@@ -39,34 +46,35 @@ class _Strict(BaseModel):
 class Illusion(_Strict):
     flagged: bool = Field(description="an aware adversary (cal/opt) or a transfer attack beat the out-of-the-box attack")
     max_drop: float = Field(description="largest robust-accuracy drop it caused (fraction)")
-    findings: list[str]
+    findings: Notes
 
 
 class Member(_Strict):
     """One member of a randomized ensemble."""
 
-    spec: str
-    revision: str | None
+    spec: Name
+    revision: Name | None
     probability: float = Field(ge=0, le=1, description="the probability α_i that the member answers a query")
 
 
 class Entry(_Strict):
     """One (task, threat model, model, revision) row of the leaderboard."""
 
-    task: str = Field(description="dataset and split, e.g. builtin:digits/test")
-    threat_model: str = Field(description="linf, l2, word-level, character-level...")
+    task: Name = Field(description="dataset and split, e.g. builtin:digits/test")
+    threat_model: Name = Field(description="linf, l2, word-level, character-level...")
     eps: float | None = Field(ge=0, description="perturbation budget of the threat model (None for word-level)")
-    norm: str | None = Field(description="norm of the ε-ball (None for word-level)")
-    model: str = Field(description="model display name (a design temperature makes a distinct model)")
-    model_spec: str
-    revision: str | None
-    trained_for: str | None = Field(None, description="the threat model the model declares it was trained for (its "
+    norm: Name | None = Field(description="norm of the ε-ball (None for word-level)")
+    model: Name = Field(description="model display name (a design temperature makes a distinct model)")
+    model_spec: Name
+    revision: Name | None
+    trained_for: Name | None = Field(None, description="the threat model the model declares it was trained for (its "
                                     "card), e.g. 'linf eps=0.15'; None when it declares none")
     temperature: float = Field(gt=0)
     clean_accuracy: float = Fraction
     clean_accuracy_ci: Interval = Field(description="95% confidence interval [low, high] of clean_accuracy")
-    robust_accuracy: dict[str, Annotated[float, Fraction]] = Field(description="per attack (and adversary temperature), fractions in [0, 1]")
-    robust_accuracy_ci: dict[str, Interval] = Field(description="per attack, the 95% interval of its robust accuracy")
+    robust_accuracy: dict[Name, Annotated[float, Fraction]] = Field(
+        max_length=1_000, description="per attack (and adversary temperature), fractions in [0, 1]")
+    robust_accuracy_ci: dict[Name, Interval] = Field(max_length=1_000, description="per attack, the 95% interval of its robust accuracy")
     worst_case_robust_accuracy: float = Fraction
     worst_case_robust_accuracy_ci: Interval = Field(description="95% confidence interval of worst_case_robust_accuracy")
     distributional_accuracy: float | None = Field(
@@ -75,15 +83,15 @@ class Entry(_Strict):
                                        "where one ran")
     n: int = Field(ge=1, description="examples evaluated")
     seed: int
-    suite_version: str
-    recipe_hash: str = Field(min_length=8)
-    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}T", description="when the results were written (ISO 8601)")
+    suite_version: Name
+    recipe_hash: str = Field(min_length=8, max_length=1_000)
+    date: str = Field(max_length=100, pattern=r"^\d{4}-\d{2}-\d{2}T", description="when the results were written (ISO 8601)")
     compute_seconds: float | None = Field(ge=0)
     illusion: Illusion | None
-    warnings: list[str] = Field(description="sanity-check warnings of the run (possible gradient masking...)")
-    dataset_fingerprint: str | None = None
-    recipe_task: str = Field(description="task name in the recipe (evaluate for one-command runs)")
-    members: list[Member] | None = Field(
+    warnings: Notes = Field(description="sanity-check warnings of the run (possible gradient masking...)")
+    dataset_fingerprint: Name | None = None
+    recipe_task: Name = Field(description="task name in the recipe (evaluate for one-command runs)")
+    members: Annotated[list[Member], Field(max_length=1_000)] | None = Field(
         None, description="a randomized ensemble's members; its accuracies are exact expectations over them")
 
     @model_validator(mode="after")
