@@ -70,6 +70,20 @@ CASES: list[Case] = [
          "is one evaluation's directory (it holds run.json)", _file("out/run.json", '{"seed": 0}')),
     Case("output-path-too-long", (*DIGITS, "--output", "{tmp}/" + "a" * 300), "too long a path"),
     Case("output-empty", (*DIGITS, "--output", ""), "--output"),
+    Case("recipe-duplicate-key", ("run", "{tmp}/r.yaml"), "at line 6: key 'eps' is given twice in one mapping",
+         _file("r.yaml", "name: bad\ntasks:\n  - name: v\n    model: builtin:digits-cnn\n"
+                         "    dataset: {spec: builtin:digits, n: 4}\n    attacks: [{name: fgm_linf, eps: 0.3, eps: 0.01}]\n")),
+    Case("recipe-seed-true", ("run", "{tmp}/r.yaml"), "seed: Input should be a valid integer",
+         _file("r.yaml", "name: bad\nseed: true\ntasks:\n" + GOOD_TASK)),
+    Case("recipe-n-yes", ("run", "{tmp}/r.yaml"), "tasks.0.dataset.n: Input should be a valid integer",
+         _file("r.yaml", "name: bad\ntasks:\n  - name: v\n    model: builtin:digits-cnn\n"
+                         "    dataset: {spec: builtin:digits, n: yes}\n")),
+    Case("recipe-names-collide-once-expanded", ("run", "{tmp}/r.yaml"),
+         "two tasks are named 'vision-T2' and 'vision-T2' once temperatures and sweeps are expanded",
+         _file("r.yaml", "name: bad\ntasks:\n" + GOOD_TASK + "    temperatures: [2]\n"
+                         + GOOD_TASK.replace("name: vision", "name: vision-T2"))),
+    Case("recipe-names-differ-only-by-case", ("run", "{tmp}/r.yaml"), "two tasks are named 'vision' and 'Vision'",
+         _file("r.yaml", "name: bad\ntasks:\n" + GOOD_TASK + GOOD_TASK.replace("name: vision", "name: Vision"))),
     Case("recipe-task-name-300-chars", ("run", "{tmp}/r.yaml"), "at most 100 characters",
          _file("r.yaml", f"name: bad\ntasks:\n  - name: {'t' * 300}\n    model: builtin:digits-cnn\n"
                          "    dataset: builtin:digits\n")),

@@ -23,7 +23,7 @@ class DatasetConfig(BaseModel):
     split: str = "test"
     config: str | None = None
     revision: str | None = None
-    n: int | None = Field(None, gt=0)
+    n: int | None = Field(None, gt=0, strict=True)
     text_column: str | None = None
     image_column: str | None = None
     label_column: str | None = None

@@ -103,11 +103,11 @@ class AdversaryConfig(BaseModel):
 
     kinds: tuple[AdversaryKind, ...] = ("none", "cal")
     split: str | None = None
-    n: int | None = Field(None, gt=0)
-    opt_n: int = Field(20, gt=0)
+    n: int | None = Field(None, gt=0, strict=True)
+    opt_n: int = Field(20, gt=0, strict=True)
     opt_attack: AttackConfig | None = None
     bounds: tuple[float, float] = (1e-9, 1e9)
-    maxiter: int = Field(12, gt=0)
+    maxiter: int = Field(12, gt=0, strict=True)
     threshold: float = Field(0.05, ge=0, le=1)
 
     @field_validator("kinds")
@@ -174,13 +174,13 @@ class TaskConfig(BaseModel):
     #: :data:`DEFAULT_ENSEMBLE_ATTACKS` for a randomized image ensemble).
     attacks: tuple[AttackConfig, ...] = ()
     #: Examples per attack batch, or ``auto`` (:mod:`suite.evaluation.batching`); unset: the run's.
-    batch_size: Annotated[int, Field(gt=0)] | Literal["auto"] | None = None
+    batch_size: Annotated[int, Field(gt=0, strict=True)] | Literal["auto"] | None = None
     #: Adversary temperatures for text attacks; unset: :data:`DEFAULT_TEXT_ADVERSARY` for text.
     adversary: AdversaryConfig | None = None
     #: Seed of the attacks' per-example randomness (random starts, sampled words); unset: the
     #: run seed. The dataset subsample always follows the run seed, so the replicates of a seed
     #: sweep attack the same examples.
-    attack_seed: int | None = Field(None, ge=0)
+    attack_seed: int | None = Field(None, ge=0, strict=True)
     #: Also compute the model's WDRO certificate on the task's examples.
     certify: CertifyConfig | None = None
     #: Serve the model at each of these temperatures (times its own): one copy of the task per
@@ -269,8 +269,8 @@ class Recipe(BaseModel):
 
     name: str = Field(pattern=NAME_PATTERN, max_length=NAME_LENGTH)
     description: str = ""
-    seed: int = Field(0, ge=0)
-    batch_size: Annotated[int, Field(gt=0)] | Literal["auto"] = "auto"
+    seed: int = Field(0, ge=0, strict=True)
+    batch_size: Annotated[int, Field(gt=0, strict=True)] | Literal["auto"] = "auto"
     tasks: tuple[TaskConfig, ...] = Field(min_length=1)
     sweep: Sweep | None = None
 
@@ -305,6 +305,23 @@ class Recipe(BaseModel):
         return task.batch_size or self.batch_size
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last:
+    ``{eps: 0.3, eps: 0.01}`` ran at 0.01)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        keys: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue  # '<<' merges (its keys may be overridden); a complex key is refused later
+            key = self.construct_object(key_node)
+            if key in keys:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice in one mapping",
+                                                        key_node.start_mark)
+            keys.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe file; every problem is a one-line :class:`ConfigError`."""
     path = Path(path)
@@ -313,7 +330,7 @@ def load_recipe(path: str | Path) -> Recipe:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read recipe {str(path)!r}: {error.strerror if isinstance(error, OSError) else error}") from error
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -334,7 +351,16 @@ def parse_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
         recipe = Recipe.model_validate(data)
     except ValidationError as error:
         raise ConfigError(f"{source}: {format_validation_error(error)}") from error
+    seen: dict[str, str] = {}
     for task in recipe.expanded_tasks():
+        # Each task writes output/<name>: two of one name (a task 'v' at temperature 2 becomes
+        # 'v-T2', a sweep adds '-s<seed>'), or of names only case tells apart (one directory on
+        # macOS and Windows), would overwrite each other, and the tables would average them.
+        other = seen.get(task.name.casefold())
+        seen[task.name.casefold()] = task.name
+        if other is not None:
+            raise ConfigError(f"{source}: two tasks are named {other!r} and {task.name!r} once temperatures and "
+                              "sweeps are expanded (each writes a directory of its name): rename one")
         for attack in task.attacks:
             build_attack(attack.name, attack.params)
     return recipe

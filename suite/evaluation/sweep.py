@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -57,8 +57,8 @@ class Sweep(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     alphas: tuple[float, ...] = ()
-    batch_size: tuple[int, ...] = ()
-    seeds: tuple[int, ...] = ()
+    batch_size: tuple[Annotated[int, Field(strict=True)], ...] = ()
+    seeds: tuple[Annotated[int, Field(strict=True)], ...] = ()
     params: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
 
     @model_validator(mode="before")
