@@ -13,6 +13,7 @@ write (no space, quota, read-only, permission, I/O error) becomes a one-line
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +31,20 @@ CACHE_ENV = "ADVSUITE_CACHE"
 def cache_dir(*parts: str) -> Path:
     """The suite's cache directory (or a sub-directory of it), created on demand."""
     path = cache_path(*parts)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as error:  # a file where a directory should be
+        from suite.errors import ConfigError
+
+        root = cache_path()
+        raise ConfigError(f"the cache {str(root)!r} ({CACHE_ENV} or the default) cannot hold {str(path)!r}: "
+                          f"{error.strerror or error}; point {CACHE_ENV} at a directory") from error
+    except OSError as error:
+        from suite.errors import WriteError
+
+        if error.errno == errno.ENOENT:  # e.g. under /proc: nothing can be made there
+            raise WriteError(path, error, f"nothing was cached; point {CACHE_ENV} at a writable directory") from error
+        raise
     return path
 
 
@@ -155,11 +169,23 @@ def lock_directory(directory: Path, wait: bool, what: str = "advsuite run") -> i
     return handle
 
 
+def _loops(path: Path) -> bool:
+    try:
+        os.path.realpath(path, strict=True)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
+
+
 def writable_parent(directory: Path) -> Path:
     """The nearest existing directory at or above ``directory``, checked to be a writable
     directory (one-line :class:`~suite.errors.ConfigError` otherwise)."""
     from suite.errors import ConfigError
 
+    for path in (directory, *directory.parents):
+        if path.is_symlink() and not path.exists():  # mkdir would fail on it with a traceback
+            why = "loops" if _loops(path) else f"points to {os.readlink(path)!r}, which does not exist"
+            raise ConfigError(f"output {str(path)!r} is a symbolic link that {why}: choose another --output")
     existing = next((parent for parent in (directory, *directory.parents) if parent.exists()), Path("."))
     if not existing.is_dir():
         raise ConfigError(f"output {str(existing)!r} is a file, not a directory: choose another --output")

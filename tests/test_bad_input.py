@@ -15,6 +15,7 @@ The cases live in ``bad_input_*.py`` beside this file, one module per category.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,9 @@ CASES: list[Case] = [*CLI_CASES, *DATA_CASES, *MODEL_CASES, *ENSEMBLE_CASES, *LE
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under ``root`` with its bytes (``None`` for a directory)."""
-    return {str(path.relative_to(root)): (None if path.is_dir() else path.read_bytes()) for path in root.rglob("*")}
+    """Every path under ``root`` with its bytes (``None`` for a directory; a symbolic link: where it points)."""
+    return {str(path.relative_to(root)): (os.readlink(path) if path.is_symlink() else None if path.is_dir()
+                                          else path.read_bytes()) for path in root.rglob("*")}
 
 
 def test_the_table_is_large_and_ids_unique():

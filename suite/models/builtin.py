@@ -90,7 +90,7 @@ def cached_model(name: str, recipe: str) -> Path:
 def _stage(name: str, recipe: str, target: Path) -> None:
     """Train ``recipe`` into a staging directory beside ``target``, flush every file it wrote
     (through :func:`suite.paths.sync`), record the hashes, and rename it into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    cache_dir(*target.parent.relative_to(cache_path()).parts)  # a cache that is a file: one line
     logger.info("training %s (first use; cached in %s)", name, target)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
