@@ -92,6 +92,37 @@ def test_outputs_that_change_across_identical_queries_are_warned_about():
     assert check_randomness(deterministic, examples) == []
     assert check_randomness(load_model(PAIR), []) == []
 
+    class Offset(Noisy):  # the same noise beside a constant 1e6 on every logit (no decision changes)
+        def forward(self, x):
+            return super().forward(x) + 1e6
+
+    # A tolerance relative to the largest logit hid it; rows are compared centred.
+    (warning,) = check_randomness(from_module(Offset(), input_size=(1, 2, 2)), examples)
+    assert "change across identical queries" in warning
+
+
+def test_a_model_that_answers_otherwise_under_autograd_is_warned_about():
+    """Attacks query the model with autograd on, the suite scores it with autograd off: a model
+    whose logits depend on the mode (here: shifted one class when gradients are on, so every
+    attack sees its clean input misclassified and stops) reported 100 % robust accuracy for
+    0 % true, with no warning."""
+    from suite.evaluation.checks import check_grad_mode
+
+    class Shifty(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(4, 3)
+
+        def forward(self, x):
+            logits = self.linear(x.flatten(1))
+            return logits.roll(1, dims=1) if torch.is_grad_enabled() else logits
+
+    examples = [Example(str(i), torch.rand(1, 2, 2), i % 3) for i in range(8)]
+    (warning,) = check_grad_mode(from_module(Shifty(), input_size=(1, 2, 2)), examples)
+    assert "answers differently when gradients are taken" in warning and "decisions change" in warning
+    assert check_grad_mode(from_module(nn.Sequential(nn.Flatten(), nn.Linear(4, 3)), input_size=(1, 2, 2)),
+                           examples) == []
+
 
 def test_alpha_sweep_expands_ensembles_and_keeps_the_baseline():
     recipe = parse_recipe({

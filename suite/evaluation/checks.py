@@ -63,9 +63,40 @@ def check_zero_gradients(model: Classifier, examples: Sequence[Example]) -> list
     zero = int((grad.flatten(1).abs().amax(dim=1) == 0).sum())
     if zero:
         return [f"the input gradient of the cross-entropy is exactly zero for {zero} of {len(batch)} examples: "
-                "gradient attacks on cross-entropy cannot move them; trust margin-based attacks (beta, apgd_t) "
-                "and black-box ones (square) instead"]
+                "gradient attacks cannot move them (margin losses such as apgd_t and beta included, when the "
+                "model itself has no gradient, e.g. rounded or quantised inputs), so robust accuracy here may be "
+                "overstated, an upper bound only; check it with a black-box attack (--attacks auto,square)"]
     return []
+
+
+def check_grad_mode(model: Classifier, examples: Sequence[Example]) -> list[str]:
+    """Warn when the model answers differently with autograd on, as attacks query it, and off,
+    as the suite scores it: attacks then search another function than the one scored (a model
+    can even look misclassified to its attack everywhere, which stops at once). Differences
+    under 1e-2 of the centred logits' scale are rounding: the two modes may run other kernels,
+    which in bf16 differ by up to about 0.4 %."""
+    if model.modality != "image" or not examples:
+        return []
+    batch = list(examples[:CHECK_EXAMPLES])
+    x = torch.stack([example.input for example in batch]).to(model.device, torch.float32)
+    scored = model.logits(x).detach().float()
+    with torch.enable_grad():
+        attacked = model.logits(x.clone().requires_grad_(True), grad=True).detach().float()
+    difference, scale = _difference(scored, attacked)
+    if not difference <= 1e-2 * scale:  # NaN counts as a change
+        changed = int((scored.argmax(dim=1) != attacked.argmax(dim=1)).sum())
+        return [f"the model answers differently when gradients are taken (logits differ by up to {difference:.3g}; "
+                f"{changed} of {len(batch)} decisions change): attacks search another function than the one scored, "
+                "so robust accuracy may be overstated; make its forward pass the same with autograd on and off"]
+    return []
+
+
+def _difference(first: torch.Tensor, second: torch.Tensor) -> tuple[float, float]:
+    """The largest difference of two passes' logits, and their scale, both after centring each
+    row (a constant added to every logit changes no decision, and would hide a difference
+    under a tolerance relative to the largest logit)."""
+    first, second = (logits - logits.mean(dim=1, keepdim=True) for logits in (first, second))
+    return float((first - second).abs().max()), 1.0 + float(first.abs().max())
 
 
 def check_randomness(model: Classifier, examples: Sequence[Example]) -> list[str]:
@@ -74,8 +105,8 @@ def check_randomness(model: Classifier, examples: Sequence[Example]) -> list[str
     A randomized model scored on one draw of its randomness, and attacked through another, has
     robustness that is partly luck; gradient attacks on it see noise. A randomized ensemble
     belongs behind ``ensemble:``, where it is scored exactly and attacked with ARC. Two forward
-    passes of at most :data:`CHECK_EXAMPLES` examples; differences under 1e-3 of the logits'
-    scale (kernel rounding on a GPU) are not randomness.
+    passes of at most :data:`CHECK_EXAMPLES` examples; differences under 1e-3 of the centred
+    logits' scale (kernel rounding on a GPU) are not randomness.
     """
     if not examples:
         return []
@@ -83,8 +114,7 @@ def check_randomness(model: Classifier, examples: Sequence[Example]) -> list[str
 
     batch = stack(model, [example.input for example in examples[:CHECK_EXAMPLES]])
     first, second = model.logits(batch).float(), model.logits(batch).float()
-    scale = 1.0 + float(first.abs().max())
-    difference = float((first - second).abs().max())
+    difference, scale = _difference(first, second)
     if not difference <= 1e-3 * scale:  # NaN counts as a change
         changed = int((first.argmax(dim=1) != second.argmax(dim=1)).sum())
         return [f"the model's outputs change across identical queries (logits differ by up to {difference:.3g}; "
@@ -207,6 +237,7 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
     warnings = [
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
         *check_randomness(model, prepared.eval_set.examples),
+        *check_grad_mode(model, prepared.eval_set.examples),
         *check_ensemble_attacks(model, attacks),
         *check_zero_gradients(model, correct),
         *check_black_box({name: attack for name, attack in attacks.items() if name in metrics}, metrics),
