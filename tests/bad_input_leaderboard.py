@@ -150,7 +150,7 @@ CASES: list[Case] = [
     Case("leaderboard-results-dir-without-results", ("leaderboard", "add", "{tmp}/runs", "--leaderboard", "{tmp}/board.json"),
          "holds no results.json", lambda root: (root / "runs" / "task").mkdir(parents=True)),
     Case("leaderboard-smaller-evaluation-without-replace", ADD,
-         "with n=200 and dataset fingerprint 'sklearn-digits-32px-test'; these results have n=10", _full_then_smoke),
+         "with n=200, seed 0 and dataset fingerprint 'sklearn-digits-32px-test'; these results have n=10", _full_then_smoke),
     Case("leaderboard-board-binary", ADD, "board.json' is not a JSON text file", _bytes("board.json", b"\xff\xfe\x00{")),
     Case("leaderboard-board-is-a-directory", ("leaderboard", "add", "{tmp}/results.json", "--leaderboard", "{tmp}/site"),
          "site' is a directory; name the leaderboard file", _bytes("site/index.html", b"<html></html>")),

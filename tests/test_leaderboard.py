@@ -110,7 +110,8 @@ def test_merge_is_idempotent_and_replaces_same_key():
     assert len(leaderboard.merge(board, other)[0].entries) == 4
 
 
-@pytest.mark.parametrize("change", [{"n": 10}, {"dataset_fingerprint": "another-split"}], ids=["smaller n", "other dataset"])
+@pytest.mark.parametrize("change", [{"n": 10}, {"dataset_fingerprint": "another-split"}, {"seed": 3}],
+                         ids=["smaller n", "other dataset", "another seed's subsample"])
 def test_merge_refuses_another_evaluation_of_an_entry_unless_replace(change):
     board, _, _ = leaderboard.merge(leaderboard.empty(), [Entry(**_entry("a", 0.9, 0.4)), Entry(**_entry("b", 0.8, 0.5))])
     smoke = {**_entry("a", 1.0, 0.9), **change}
@@ -121,14 +122,14 @@ def test_merge_refuses_another_evaluation_of_an_entry_unless_replace(change):
     message = str(refused.value)
     # It says what is there and what came, and how to replace it.
     assert "'smoke/results.json'" in message and "'a'" in message and "--replace" in message
-    assert f"n=200 and dataset fingerprint None; these results have n={smoke['n']} and fingerprint " \
-           f"{smoke['dataset_fingerprint']!r}" in message
+    assert f"n=200, seed 0 and dataset fingerprint None; these results have n={smoke['n']}, seed {smoke['seed']} " \
+           f"and fingerprint {smoke['dataset_fingerprint']!r}" in message
     replaced, added, count = leaderboard.merge(board, [Entry(**smoke)], replace=True)
     assert (added, count, len(replaced.entries)) == (0, 1, 2)
     entry = next(e for e in replaced.entries if e.model == "a")
     assert (entry.n, entry.dataset_fingerprint, entry.clean_accuracy) == (smoke["n"], smoke["dataset_fingerprint"], 1.0)
-    # The key holds n and the fingerprint; the slot does not.
-    assert entry.key() == (*entry.slot(), smoke["n"], smoke["dataset_fingerprint"] or "")
+    # The key holds n, the fingerprint and the seed; the slot does not.
+    assert entry.key() == (*entry.slot(), smoke["n"], smoke["dataset_fingerprint"] or "", smoke["seed"])
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -356,7 +357,7 @@ def test_cli_refuses_a_smaller_evaluation_unless_replace(tmp_path, capsys):
     assert _advsuite("leaderboard", "add", str(smoke), "--leaderboard", str(board)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("advsuite: error: ")
-    assert "with n=200 and dataset fingerprint 'sklearn-digits-32px-test'; these results have n=10" in err
+    assert "with n=200, seed 0 and dataset fingerprint 'sklearn-digits-32px-test'; these results have n=10" in err
     assert "pass --replace" in err
     assert board.read_bytes() == before and sorted(tmp_path.iterdir()) == files
     # Re-adding the same evaluation replaces it, byte for byte.

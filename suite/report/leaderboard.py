@@ -218,8 +218,9 @@ def merge(board: Leaderboard, new: Iterable[Entry], replace: bool = False,
 
 def _conflict(old: Entry, new: Entry, source: str) -> str:
     return (f"{source!r}: {new.model!r} (revision {new.revision!r}) on {new.task!r} under {new.threat_label()!r} is "
-            f"already on the leaderboard from another evaluation, with n={old.n} and dataset fingerprint "
-            f"{old.dataset_fingerprint!r}; these results have n={new.n} and fingerprint {new.dataset_fingerprint!r}. "
+            f"already on the leaderboard from another evaluation, with n={old.n}, seed {old.seed} and dataset "
+            f"fingerprint {old.dataset_fingerprint!r}; these results have n={new.n}, seed {new.seed} and fingerprint "
+            f"{new.dataset_fingerprint!r}. "
             "A different evaluation never replaces an entry silently: pass --replace to replace it")
 
 

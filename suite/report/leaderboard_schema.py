@@ -106,10 +106,12 @@ class Entry(_Strict):
         """What the entry is about: (task, threat model, ε, model, revision). One entry per slot."""
         return (self.task, self.threat_model, self.eps, self.model, self.revision or "")
 
-    def key(self) -> tuple[str, str, float | None, str, str, int, str]:
-        """The slot and the evaluation behind it (n, dataset fingerprint): the same key is the
-        same evaluation, which may replace itself."""
-        return (*self.slot(), self.n, self.dataset_fingerprint or "")
+    def key(self) -> tuple[str, str, float | None, str, str, int, str, int]:
+        """The slot and the evaluation behind it (n, dataset fingerprint, seed): the same key is
+        the same evaluation, which may replace itself. The seed draws the subsample and the
+        attacks' randomness: another seed is another evaluation (``compare`` refuses two seeds'
+        subsamples as different examples), never a silent replacement."""
+        return (*self.slot(), self.n, self.dataset_fingerprint or "", self.seed)
 
     def threat_label(self) -> str:
         return self.threat_model if self.eps is None else f"{self.threat_model} eps={self.eps:g}"
