@@ -45,6 +45,23 @@ def test_builtin_eval_set_ids_are_stable(sentiment_model):
     assert len(a) == 10 and set(a.ids) <= set(b.ids) and a.size == 120
 
 
+def test_a_local_file_edited_in_place_is_read_as_it_is_now(tmp_path, sentiment_model):
+    """`datasets` keys its cache on a file's path, size and modification time: a file edited in
+    place that keeps them (cp -p, rsync -a, tar x) gave its old rows, under the same fingerprint."""
+    import os
+
+    path = tmp_path / "s.csv"
+    path.write_text("text,label\na wonderful film,1\nan awful mess,0\n")
+    config = DatasetConfig(spec=f"hf:{path}", split="test")
+    before = load_eval_set(config, sentiment_model.input_spec, seed=0)
+    stat = path.stat()
+    path.write_text("text,label\na wonderful film,0\nan awful mess,1\n")  # every label flipped, same size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    after = load_eval_set(config, sentiment_model.input_spec, seed=0)
+    assert [ex.label for ex in before.examples] == [1, 0] and [ex.label for ex in after.examples] == [0, 1]
+    assert before.fingerprint != after.fingerprint and after.fingerprint.startswith("sha256-")
+
+
 def test_local_csv_with_auto_detected_columns(tmp_path, sentiment_model):
     path = tmp_path / "reviews.csv"
     path.write_text("review,sentiment,extra\nGreat film!,positive,x\nAwful food.,negative,y\nLoved it.,1,z\n")

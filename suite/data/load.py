@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import math
+import hashlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -158,9 +159,18 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
         labels=labels,
         label_names=label_names or list(model.labels),
         modality=input_kind,
-        fingerprint=getattr(dataset, "_fingerprint", None) or "",
+        fingerprint=_content_fingerprint(Path(name).expanduser()) or getattr(dataset, "_fingerprint", None) or "",
     )
     return raw, size, {input_kind: input_column, "label": label_column}
+
+
+def _content_fingerprint(path: Path) -> str | None:
+    """A local data file's fingerprint: a hash of its bytes (``None`` for anything else, whose
+    fingerprint is `datasets`'). `datasets`' own follows the path, size and modification time."""
+    if not path.is_file():
+        return None
+    with open(path, "rb") as handle:
+        return "sha256-" + hashlib.file_digest(handle, "sha256").hexdigest()[:16]
 
 
 def _inputs(dataset: Any, subset: Any, column: str, rows: Sequence[int], model: InputSpec, datasets: Any,
@@ -218,8 +228,12 @@ def _hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:
             raise DataError(f"cannot read {name!r}: unsupported file type (use {', '.join(FILE_BUILDERS)})")
         _check_data_file(path)
         extra = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
+        # Read afresh each time: `datasets` keys its cache on the path, size and modification
+        # time, so a file edited in place that keeps them (cp -p, rsync -a, tar x) gave its old
+        # rows, and the same fingerprint (:func:`_content_fingerprint` records the bytes').
         return _loading(name, config, lambda: datasets.load_dataset(
-            builder, data_files={config.split: str(path)}, split=config.split, **extra), local=True)
+            builder, data_files={config.split: str(path)}, split=config.split, download_mode="force_redownload",
+            **extra), local=True)
     if path.is_dir():
         files = _split_files(path, config.split)
         for file in files:
