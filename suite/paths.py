@@ -113,8 +113,12 @@ def writing(path: Path, kept: str = UNCHANGED, then: str = "rerun the same comma
 def atomic_write(path: Path, write: Callable[[BinaryIO], object], kept: str = UNCHANGED,
                  then: str = "rerun the same command") -> Path:
     """Write ``path`` with ``write(handle)`` (a binary file) so that readers see either the old or
-    the new file, never half; on any failure the temporary file is removed."""
+    the new file, never half; on any failure the temporary file is removed. A symbolic link is
+    written through: its target gets the new file (renaming over the link replaced the link with
+    a copy, and left the file it named unchanged)."""
     path = Path(path)
+    if os.path.islink(path):
+        path = Path(os.path.realpath(path))
     tmp = temporary_path(path)
     with writing(path, kept, then):
         try:

@@ -9,6 +9,7 @@ call, with ``HfApi.upload_folder`` (and the download of the repo's current card)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -225,3 +226,39 @@ def test_warnings_and_illusion_flag_are_exported(hub_run_dir, tmp_path):
     for entry in yaml.safe_load((tmp_path / "card" / done.files[1]).read_text()):
         assert "ILLUSION OF ROBUSTNESS flagged: an aware adversary lowers it by up to 25.0 pp" in entry["notes"]
         assert "1 warning(s)" in entry["notes"]
+
+
+def test_two_exports_into_one_card_at_once_keep_both(run_dir, hub_run_dir, tmp_path, monkeypatch):
+    """Export reads the card, merges and writes it: two at once each wrote its own merge, and one
+    run's results were lost (both exit 0). The second now waits for the first and merges into
+    what it wrote. Here the second export starts while the first holds the card's lock, between
+    its read and its write."""
+    import threading
+
+    from suite.paths import lock_directory
+
+    to = tmp_path / "card"
+    to.mkdir()
+    entered, release = threading.Event(), threading.Event()
+    write = hub.atomic_write_text
+
+    def slow(path, text, *args):  # the first export, paused inside its lock before it writes
+        if not entered.is_set():
+            entered.set()
+            release.wait(timeout=60)
+        return write(path, text, *args)
+
+    monkeypatch.setattr(hub, "atomic_write_text", slow)
+    first = threading.Thread(target=hub.export, args=(run_dir, to))
+    first.start()
+    assert entered.wait(timeout=60)
+    second = threading.Thread(target=hub.export, args=(hub_run_dir, to))
+    second.start()
+    second.join(timeout=2)
+    assert second.is_alive()  # it waits for the lock
+    release.set()
+    first.join(timeout=60)
+    second.join(timeout=60)
+    card = ModelCard.load(to / "README.md")
+    assert {r.dataset_type for r in card.data.eval_results} == {"builtin:digits", HUB_ID}
+    os.close(lock_directory(to, wait=False))  # and the lock is released

@@ -539,3 +539,17 @@ def test_page_reads_another_leaderboard_file_beside_it_and_nothing_else(served):
     for hostile in ("..%2Fsecret.json", "https%3A%2F%2Fevil.example%2Fx.json", "leaderboard.json%3Fx", "schema.js"):
         seen = _browse(root, base, f"board={hostile}")
         assert seen["rendered"] == "error" and "board must name a .json file beside this page" in seen["status"], hostile
+
+
+def test_a_leaderboard_that_is_a_symbolic_link_is_written_through(demo_results, tmp_path):
+    """Renaming the new file over a link replaced the link with a copy, and the board it named
+    never got the entry. The link's file is written (and locked), the link stays."""
+    shared = tmp_path / "shared" / "board.json"
+    leaderboard.add([demo_results / "vision" / "results.json"], shared)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "lb.json").symlink_to(shared)
+    board, added, _ = leaderboard.add([demo_results / "text" / "results.json"], site / "lb.json")
+    assert added >= 1 and (site / "lb.json").is_symlink()
+    assert len(leaderboard.load(shared).entries) == len(board.entries) > added
+    assert (site / "index.html").exists()  # the page beside the name given

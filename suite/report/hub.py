@@ -26,6 +26,7 @@ repo's copy of any the directory lacks, so what is on the Hub is merged into, no
 from __future__ import annotations
 
 import html
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,8 @@ from typing import Any
 import yaml
 
 from suite.errors import ConfigError
-from suite.paths import atomic_write_text
+from suite.paths import atomic_write_text, lock_directory
+from suite.report.hub_yaml import card_text, dump as dump_yaml, problem as yaml_problem
 from suite.report.results_file import read_results
 from suite.report.results import Results
 from suite.text import printable
@@ -150,7 +152,7 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
         # The heading is Markdown the Hub renders as HTML, and a terminal shows as is: control and
         # bidi characters escaped (suite.text.printable), then HTML (the YAML above escapes its own).
         heading = html.escape(printable(name), quote=False)
-        return _card_text(ModelCard(
+        return card_text(ModelCard(
             f"---\n{ModelCardData(model_name=name, eval_results=new).to_yaml()}\n---\n\n# {heading}\n\n"
             "Adversarial robustness measured with advsuite: see the `model-index` metadata above "
             "and `.eval_results/`, exported from the run's results.json by `advsuite export`.\n"))
@@ -160,7 +162,7 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
     try:
         raw = yaml.safe_load(match.group(2)) if match else None
     except yaml.YAMLError as error:
-        raise ConfigError(refuse.format(_yaml_problem(error, existing[:match.start(2)].count("\n")))) from error
+        raise ConfigError(refuse.format(yaml_problem(error, existing[:match.start(2)].count("\n")))) from error
     except RecursionError as error:
         raise ConfigError(refuse.format("it is nested too deeply")) from error
     index = raw.get("model-index") if isinstance(raw, dict) else None
@@ -174,27 +176,7 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
         raise ConfigError(refuse.format(reason)) from error
     card.data.model_name = card.data.model_name or runs[0].model.name
     card.data.eval_results = _merge(card.data.eval_results or [], new, _card_key)
-    return _card_text(card)
-
-
-def _card_text(card: Any) -> str:
-    """``str(card)``, its YAML by :func:`_yaml` (huggingface_hub's writes bidi characters raw)."""
-    text = str(card)  # also puts the metadata in the card's original order
-    if _printable_yaml(card.data.to_yaml()):
-        return text
-    eol = "\r\n" if text.startswith("---\r\n") else "\n"
-    return f"---{eol}{_yaml(card.data.to_dict(), line_break=eol).strip()}{eol}---{eol}{card.text}"
-
-
-def _yaml(data: Any, **options: Any) -> str:
-    """``data`` as YAML, its Unicode as is unless PyYAML would write a bidi or zero-width character
-    raw (U+202E reverses a line): then all non-ASCII is escaped (``\\u202E``), read back the same."""
-    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, **options)
-    return text if _printable_yaml(text) else yaml.safe_dump(data, sort_keys=False, allow_unicode=False, **options)
-
-
-def _printable_yaml(text: str) -> bool:
-    return text.replace("\n", "").replace("\r", "").isprintable()
+    return card_text(card)
 
 
 def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]) -> dict[str, str]:
@@ -212,7 +194,7 @@ def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]
         text, source = existing.get(path, ("", path))
         old = _read_entries(source, text)
         merged = _merge(old, entries, lambda item: (item["dataset"].get("id"), item["dataset"].get("task_id")))
-        texts[path] = _yaml(merged)
+        texts[path] = dump_yaml(merged)
     return texts
 
 
@@ -248,16 +230,26 @@ def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = F
         if where.exists() and where.is_dir() != (kind == "a directory"):
             raise ConfigError(f"--to {str(to)!r}: {str(where)!r} exists and is not {kind}")
     names = [CARD, *sorted({eval_results_path(run) for run in runs if hub_dataset(run) is not None})]
-    existing = {name: (text, repr(str(to / name))) for name in names if (text := _read_local(to / name)) is not None}
-    if push is not None:
-        existing.update(_read_hub(push, [name for name in names if name not in existing]))
-    card = model_card(runs, *existing[CARD]) if CARD in existing else model_card(runs, None)
-    texts = {CARD: card, **eval_results_files(runs, existing)}
+    hub = {} if push is None else _read_hub(push, [name for name in names if _read_local(to / name) is None])
+
+    def merged() -> dict[str, str]:  # every refusal before anything is written
+        existing = {**hub, **{name: (text, repr(str(to / name))) for name in names
+                              if (text := _read_local(to / name)) is not None}}
+        card = model_card(runs, *existing[CARD]) if CARD in existing else model_card(runs, None)
+        return {CARD: card, **eval_results_files(runs, existing)}
+
+    merged()
     skipped = [f"{run.dataset.spec} is not a Hub dataset: no {EVAL_DIR} entries (the format takes Hub dataset ids only)"
                for run in runs if hub_dataset(run) is None]
-    for name, text in texts.items():
-        (to / name).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(to / name, text)
+    to.mkdir(parents=True, exist_ok=True)
+    lock = lock_directory(to, wait=True, what="advsuite export")  # two exports into one card: both merged
+    try:
+        texts = merged()  # again under the lock: another export may have written meanwhile
+        for name, text in texts.items():
+            (to / name).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(to / name, text)
+    finally:
+        os.close(lock)
     url = _upload(to, push, list(texts), create_pr) if push is not None else None
     return Exported(to, list(texts), skipped, url)
 
@@ -355,7 +347,7 @@ def _read_entries(source: str, text: str) -> list[dict[str, Any]]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise ConfigError(refuse.format(f"valid YAML ({_yaml_problem(error, 0)})")) from error
+        raise ConfigError(refuse.format(f"valid YAML ({yaml_problem(error, 0)})")) from error
     except RecursionError as error:
         raise ConfigError(refuse.format("YAML nested this deeply")) from error
     if data is None:
@@ -407,13 +399,6 @@ def _upload(directory: Path, repo_id: str, files: list[str], create_pr: bool) ->
         raise ConfigError(f"push to {repo_id!r} failed ({_first_line(error)}); the files are in "
                           f"{str(directory)!r}") from error
     return str(getattr(commit, "pr_url", None) or getattr(commit, "commit_url", commit))
-
-
-def _yaml_problem(error: yaml.YAMLError, offset: int) -> str:
-    """A YAML error in a few words: the problem and its line (``offset`` lines before the YAML)."""
-    mark = getattr(error, "problem_mark", None)
-    problem = getattr(error, "problem", None) or " ".join(str(error).split())[:160]
-    return problem if mark is None else f"{problem}, line {mark.line + 1 + offset}"
 
 
 def _first_line(error: BaseException) -> str:

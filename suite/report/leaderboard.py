@@ -292,7 +292,8 @@ def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool 
     replace another evaluation without ``replace``. The static page (``index.html``) and the
     schema are copied beside a new leaderboard so the directory can be published as is.
     """
-    path = Path(path)
+    page_dir = Path(path).parent  # the page goes beside the name given
+    path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)  # a link: its file, locked where it is
     check_target(path)
     sourced = [(str(p), entries_from_results(_reproduced(p), str(p))) for p in results_paths]
     merge_all(load(path), sourced, replace)  # every refusal before anything is written
@@ -307,7 +308,7 @@ def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool 
             raise WriteError(error.filename or path, error, UNCHANGED) from error
         raise ConfigError(f"cannot write the leaderboard {str(path)!r}: {error.strerror or error}") from error
     try:
-        install_page(path.parent)
+        install_page(page_dir)
     except OSError as error:
         if is_write_fault(error):
             raise WriteError(error.filename or path.parent, error, PAGE_MISSING) from error
