@@ -59,4 +59,10 @@ CASES: list[Case] = [
     Case("certify-output-foreign-files", ("certify", "--model", "builtin:digits-cnn", "--output", "{tmp}/theirs"),
          "holds files advsuite certify did not write",
          lambda work: ((work / "theirs").mkdir(), (work / "theirs" / "notes.txt").write_text("mine\n"))),
+    Case("certify-output-holds-another-models-certificate", certify("--no-attacks"),
+         "holds the certificate of 'builtin:digits-cnn-at' on 'builtin:digits' (test), not of 'builtin:digits-cnn'",
+         lambda work: ((work / "out").mkdir(), (work / "out" / "certificate.json").write_text(
+             '{"model": "builtin:digits-cnn-at", "dataset": {"spec": "builtin:digits", "split": "test"}}'))),
+    Case("certify-output-unreadable-certificate", certify("--no-attacks"), "is not a certificate advsuite can read",
+         lambda work: ((work / "out").mkdir(), (work / "out" / "certificate.json").write_text("[1]"))),
 ]

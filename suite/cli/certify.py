@@ -44,6 +44,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--no-attacks", action="store_true", help="bounds only: do not run WDA / WDA++")
     parser.add_argument("--seed", type=nonnegative_int, default=0)
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/certify/<model>)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a certificate of another model or dataset in --output (one of the same is "
+                             "always replaced)")
     model = parser.add_argument_group("model options (as for advsuite evaluate)")
     add_image_model_flags(model)
     model.add_argument("--device", help="cpu, cuda, cuda:1 (default: CUDA when present)")
@@ -68,7 +71,8 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError(format_validation_error(error)) from error
     output = args.output or Path("runs") / "certify" / slug(args.model)
     report = certify(config, args.dataset, norm=args.norm, loss=args.loss, eps=args.eps, n=args.n, split=args.split,
-                     seed=args.seed, boxed=not args.unboxed, attacks=not args.no_attacks, output=output)
+                     seed=args.seed, boxed=not args.unboxed, attacks=not args.no_attacks, output=output,
+                     overwrite=args.overwrite)
     print("\n".join(printable(line) for line in certificate_table(report).splitlines()))
     for note in report["notes"]:
         print(f"- {printable(note)}")

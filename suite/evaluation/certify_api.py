@@ -19,7 +19,7 @@ from typing import Any, get_args
 from suite.wdro.bounds import CertLoss, CostNorm
 from suite.collector import long_lived_frozen
 from suite.data.load import load_eval_set
-from suite.errors import ConfigError
+from suite.errors import ConfigError, SuiteError
 from suite.evaluation.api import DatasetLike, ModelLike, radii, resolve_data, resolve_model
 from suite.evaluation.certification import certification_report
 from suite.models import Classifier, ModelConfig, load_model
@@ -48,6 +48,7 @@ def certify(
     attacks: bool = True,
     device: str | None = None,
     output: str | Path | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """The W_1 certificate of an image model on ``data``, over the budgets ``eps``.
 
@@ -72,6 +73,7 @@ def certify(
         device: ``cpu``, ``cuda``, ``cuda:1`` for a spec or a plain module (default: CUDA when
             present); a Classifier stays where it is.
         output: Directory for ``certificate.json`` and ``certificate.png``; ``None`` writes nothing.
+            One holding another model's or dataset's certificate is refused unless ``overwrite``.
 
     Returns:
         The report: :func:`~suite.evaluation.certification.certification_report`'s, with
@@ -98,6 +100,8 @@ def certify(
         eval_set = load_eval_set(dataset_config, classifier.input_spec, seed)
     if not eval_set.examples:
         raise ConfigError(f"dataset {dataset_config.spec!r} split {dataset_config.split!r} has no examples")
+    if directory is not None and not overwrite:
+        check_replaces(directory, classifier.info.name, dataset_config.spec, dataset_config.split)
     with long_lived_frozen():  # the modules, model and data out of the collector's scans
         report = certification_report(classifier, eval_set.examples, norm=norm, loss=loss, eps=list(budgets),
                                       boxed=boxed, attacks=attacks, seed=seed)
@@ -146,6 +150,25 @@ def check_output(directory: Path) -> None:
         if foreign:
             raise ConfigError(f"output {str(directory)!r} holds files advsuite certify did not write "
                               f"({', '.join(foreign[:3])}{'...' if len(foreign) > 3 else ''}): choose another directory")
+
+
+def check_replaces(directory: Path, model: str, dataset: str, split: str) -> None:
+    """Refuse, before anything is computed, to replace a certificate of another model or dataset
+    (a rerun for the same ones, at other budgets or n, replaces its own)."""
+    from suite import strict_json
+
+    path = directory / CERTIFY_FILES[0]
+    if not path.is_file():
+        return
+    try:
+        old = strict_json.read_json(path, "certificate")
+        then = (old["model"], old["dataset"]["spec"], old["dataset"]["split"])
+    except (SuiteError, KeyError, TypeError) as error:
+        raise ConfigError(f"{str(path)!r} is not a certificate advsuite can read; pass --overwrite to replace it, or "
+                          "choose another --output") from error
+    if then != (model, dataset, split):
+        raise ConfigError(f"{str(directory)!r} holds the certificate of {then[0]!r} on {then[1]!r} ({then[2]}), not of "
+                          f"{model!r} on {dataset!r} ({split}): pass --overwrite to replace it, or choose another --output")
 
 
 def _default_dataset(spec: str) -> str:
