@@ -59,6 +59,8 @@ def _empty_run(root: Path) -> None:
 EVAL_FILE = "card/.eval_results/advsuite-ylecun-mnist-test.yaml"
 
 CASES: list[Case] = [
+    Case("export-card-front-matter-never-closed", EXPORT, "its front matter opens with --- but is never closed",
+         _run(("card/README.md", b"---\nlicense: mit\n# My model\n"))),
     Case("export-missing-run-dir", EXPORT, "run' does not exist: give a run directory or its results.json"),
     Case("export-no-results", EXPORT, "holds no results.json (nor do its sub-directories)", _empty_run),
     Case("export-damaged-results", EXPORT, "results.json' is not JSON",

@@ -262,3 +262,20 @@ def test_two_exports_into_one_card_at_once_keep_both(run_dir, hub_run_dir, tmp_p
     card = ModelCard.load(to / "README.md")
     assert {r.dataset_type for r in card.data.eval_results} == {"builtin:digits", HUB_ID}
     os.close(lock_directory(to, wait=False))  # and the lock is released
+
+
+def test_a_card_with_a_byte_order_mark_keeps_its_metadata(run_dir, tmp_path, capsys):
+    """A BOM before the front matter hid it: a second block was written on top and the card's
+    license and tags became text. Without any metadata, the card is merged without the
+    library's log line."""
+    to = tmp_path / "card"
+    to.mkdir()
+    (to / "README.md").write_bytes("\ufeff---\nlicense: mit\ntags: [a]\n---\n\n# My model\n".encode())
+    hub.export(run_dir, to)
+    card = ModelCard.load(to / "README.md")
+    assert card.data.license == "mit" and card.data.tags == ["a"] and card.text.strip() == "# My model"
+    assert card.content.count("\n---\n") == 1 and card.data.eval_results
+    (to / "README.md").write_text("# Just text\n")
+    hub.export(run_dir, to)
+    card = ModelCard.load(to / "README.md")
+    assert card.text.strip() == "# Just text" and card.data.eval_results

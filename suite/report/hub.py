@@ -156,9 +156,12 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
             f"---\n{ModelCardData(model_name=name, eval_results=new).to_yaml()}\n---\n\n# {heading}\n\n"
             "Adversarial robustness measured with advsuite: see the `model-index` metadata above "
             "and `.eval_results/`, exported from the run's results.json by `advsuite export`.\n"))
+    existing = existing.removeprefix("\ufeff")  # a BOM hid the front matter: a second block went on top
     match = REGEX_YAML_BLOCK.search(existing)
     refuse = f"{source} has metadata advsuite cannot read ({{}}); fix it, or export to another --to (it is not " \
              "overwritten)"
+    if match is None and existing.lstrip().startswith("---"):  # its metadata would have become text
+        raise ConfigError(refuse.format("its front matter opens with --- but is never closed"))
     try:
         raw = yaml.safe_load(match.group(2)) if match else None
     except yaml.YAMLError as error:
@@ -168,8 +171,8 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
     index = raw.get("model-index") if isinstance(raw, dict) else None
     if isinstance(index, list) and len({str(item.get("name")) for item in index if isinstance(item, dict)}) > 1:
         raise ConfigError(refuse.format("its model-index names several models; huggingface_hub keeps only one"))
-    try:
-        card = ModelCard(existing)
+    try:  # (a card with no metadata: the library says so in a log line of its own)
+        card = ModelCard(existing) if match else ModelCard(f"---\n{{}}\n---\n{existing}")
     except (ValueError, TypeError, AttributeError) as error:
         # The library's message ends in advice for its own API: cut it.
         reason = " ".join(str(error).split()).split(" Pass `ignore_metadata_errors")[0]
