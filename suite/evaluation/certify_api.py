@@ -155,7 +155,7 @@ def check_output(directory: Path) -> None:
 def check_replaces(directory: Path, model: str, dataset: str, split: str) -> None:
     """Refuse, before anything is computed, to replace a certificate of another model or dataset
     (a rerun for the same ones, at other budgets or n, replaces its own)."""
-    from suite import strict_json
+    import suite.strict_json as strict_json
 
     path = directory / CERTIFY_FILES[0]
     if not path.is_file():
