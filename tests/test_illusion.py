@@ -265,6 +265,19 @@ def test_wordnet_install_from_a_dict_dir(tmp_path, monkeypatch):
     assert (target / "lexnames").read_text() == resources.lexnames_text()
     assert (target / "index.sense").read_text() == ""
     assert not any(path.is_symlink() for path in target.iterdir())
+    assert resources.wordnet_problem(target) is None
+
+    # Files of the right names that are not WordNet are refused (they were installed, and every
+    # attack on WordNet then ended in a traceback); an installed copy that does not read is replaced.
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    for name in resources.WORDNET_FILES:
+        (garbage / name).write_text("garbage\n")
+    (target / "data.noun").write_text("garbage\n")
+    with pytest.raises(ResourceMissingError, match="does not read as WordNet 3.0 .its index.noun has no entry for 'dog'"):
+        resources.install_wordnet(garbage)
+    assert resources.wordnet_problem(target) == "its data.noun has no synset at offset 02084071"
+    assert resources.install_wordnet() == target and resources.wordnet_problem(target) is None
 
 
 def test_optional_attack_with_a_missing_resource_is_skipped_with_a_note(tmp_path, monkeypatch):

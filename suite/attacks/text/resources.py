@@ -16,6 +16,7 @@ files are present.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -205,14 +206,27 @@ def install_wordnet(source: Path = DEBIAN_WORDNET) -> Path:
         )
     corpora = cache_dir("nltk_data", "corpora")
     target = corpora / "wordnet"
+    damaged = None
     if (target / "lexnames").is_file():
-        return target
+        damaged = wordnet_problem(target)
+        if damaged is None:
+            return target
     staging = Path(tempfile.mkdtemp(prefix=".wordnet-", dir=corpora))
     try:
         for name in WORDNET_FILES:
             shutil.copyfile(source / name, staging / name)  # copies: NLTK refuses links
         (staging / "lexnames").write_text(lexnames_text(), encoding="utf-8")
         (staging / "index.sense").write_text("", encoding="utf-8")
+        problem = wordnet_problem(staging)  # files of the right names are not yet WordNet
+        if problem is not None:
+            raise ResourceMissingError(f"{str(source)!r} does not read as WordNet 3.0 ({problem}); nothing was "
+                                       "installed: install it with: apt-get install wordnet-base")
+        if damaged is not None:  # an installed copy that does not read (from damaged files): replaced
+            logger.warning("the installed WordNet %s does not read (%s): replacing it from %s", target, damaged, source)
+            aside = Path(tempfile.mkdtemp(prefix=".wordnet-damaged-", dir=corpora))
+            with contextlib.suppress(FileNotFoundError):
+                os.replace(target, aside / "wordnet")
+            shutil.rmtree(aside, ignore_errors=True)
         try:
             os.replace(staging, target)
         except OSError:  # another process installed it first
@@ -222,6 +236,28 @@ def install_wordnet(source: Path = DEBIAN_WORDNET) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     logger.info("installed WordNet 3.0 from %s into %s", source, target)
     return target
+
+
+def wordnet_problem(directory: Path) -> str | None:
+    """Why the WordNet 3.0 dict files in ``directory`` are not WordNet (``None``: they are, as
+    far as a lookup of 'dog' in the noun index and data files goes, which NLTK's reader does).
+    NLTK's reader itself cannot check a copy that is not yet installed: it maps every copy to
+    the installed one."""
+    try:
+        with open(directory / "index.noun", encoding="utf-8") as index:
+            entry = next((line.split() for line in index if line.startswith("dog n ")), None)
+        if entry is None:
+            return "its index.noun has no entry for 'dog'"
+        offsets = [field for field in entry if len(field) == 8 and field.isdigit()]
+        if not offsets:
+            return "its index.noun entry for 'dog' lists no synset offset"
+        with open(directory / "data.noun", "rb") as data:
+            data.seek(int(offsets[0]))
+            if not data.readline().startswith(offsets[0].encode()):
+                return f"its data.noun has no synset at offset {offsets[0]}"
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        return f"{type(error).__name__}: {' '.join(str(error).split())[:120]}"
+    return None
 
 
 # --------------------------------------------------------------------------- prefetch
