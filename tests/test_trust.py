@@ -519,3 +519,30 @@ def test_a_renamed_model_is_not_published_and_hostile_names_are_written_escaped(
                     "--attacks", "deepwordbug", "--adversary", "none", "--log-samples", "--output", tmp_path / "t") == 0
     samples = (tmp_path / "t" / "samples.md").read_text()
     assert "\x1b" not in samples and "a fine \\x1b[31mfilm" in samples
+
+
+def test_a_model_with_no_gradient_path_refuses_white_box_attacks_and_runs_black_box_ones():
+    """A model that binarises its input has no autograd path from logits to pixels: every
+    gradient attack (the default included) ended in torch's RuntimeError. White-box attacks
+    are refused in one line before anything runs; a black-box one runs, and the checks say
+    what they could not look at."""
+    import suite
+    from suite.errors import ConfigError
+    from suite.models.wrap import from_module
+
+    class Binarised(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.linear((x > 0.5).float().flatten(1))
+
+    torch.manual_seed(0)
+    model = from_module(Binarised(), input_size=(1, 2, 2), name="binarised")
+    data = (torch.rand(8, 1, 2, 2, generator=torch.Generator().manual_seed(1)), torch.tensor([0, 1] * 4))
+    with pytest.raises(ConfigError, match="no gradient path to its input .* white-box attacks auto cannot run"):
+        suite.evaluate(model, data, eps=0.3)
+    results = suite.evaluate(model, data, eps=0.3, attacks=["square"])
+    assert results.attacks["square"].robust_accuracy <= results.clean_accuracy
+    assert any("no gradient path" in warning for warning in results.warnings)

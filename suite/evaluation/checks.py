@@ -54,7 +54,11 @@ def check_zero_gradients(model: Classifier, examples: Sequence[Example]) -> list
     batch = list(examples[:CHECK_EXAMPLES])
     x = torch.stack([example.input for example in batch]).to(model.device, torch.float32).requires_grad_(True)
     y = torch.tensor([example.label for example in batch], device=model.device)
-    (grad,) = torch.autograd.grad(cross_entropy(model.logits(x, grad=True), y).sum(), x)
+    logits = model.logits(x, grad=True)
+    if not logits.requires_grad:  # only black-box attacks ran (white-box ones are refused on it)
+        return ["the model's logits have no gradient path to its input (it binarises, rounds or detaches it): only "
+                "black-box attacks can run on it, and gradient-based checks of masking cannot"]
+    (grad,) = torch.autograd.grad(cross_entropy(logits, y).sum(), x)
     invalid = int((~torch.isfinite(grad.flatten(1)).all(dim=1)).sum())
     if invalid:
         return [f"the input gradient of the cross-entropy is NaN or infinite for {invalid} of {len(batch)} examples: "

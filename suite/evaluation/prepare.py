@@ -147,6 +147,7 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         if attack.modality != model.modality:
             raise ConfigError(f"attack {name!r} works on {attack.modality} but model {model.info.name!r} takes {model.modality}")
         attack.check_model(model)
+    _check_gradient_path(model, attacks)
     batch_size = task.batch_size or options.batch_size
     averaged = [key for key, attack in attacks.items() if attack.loss_reduction == "mean"]
     if batch_size == AUTO and averaged:
@@ -196,6 +197,22 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     store = RecordStore(options.directory_for(task.name), identity, distributed.current())
     store.check(options.overwrite)
     return PreparedTask(task, options, model, eval_set, attacks, store, adversary, fit_set, opt_attack, notes, radius)
+
+
+def _check_gradient_path(model: Classifier, attacks: dict[str, Attack]) -> None:
+    """Refuse white-box attacks on an image model whose logits have no autograd path to its input
+    (an input binarised or cast to integers): every gradient call raised torch's RuntimeError."""
+    white = sorted(key for key, attack in attacks.items() if attack.access == "white-box")
+    if model.modality != "image" or not white or model.input_size is None:
+        return
+    with torch.enable_grad():
+        probe = torch.rand(1, *model.input_size, generator=torch.Generator().manual_seed(0)).to(model.device)
+        logits = model.logits(probe.requires_grad_(True), grad=True)
+    if not logits.requires_grad:
+        raise ConfigError(
+            f"model {model.info.name!r} gives logits with no gradient path to its input (it binarises, rounds to "
+            f"integers or detaches it), so the white-box attacks {', '.join(white)} cannot run: attack it with a "
+            "black-box one (--attacks square), or give it a differentiable stand-in for that step (BPDA)")
 
 
 def run_identity(task: TaskConfig, seed: int, model: Classifier, attacks: dict[str, Attack], eval_set: EvalSet,
