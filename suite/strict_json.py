@@ -55,7 +55,21 @@ def loads(text: str) -> Any:
     parsing) so that the error can name the field that holds them, which a parse position
     cannot; an overflowing literal such as ``1e999`` becomes ``inf`` and is found the same way.
     """
-    return json.loads(text, parse_constant=float)
+    return json.loads(text, parse_constant=float, object_pairs_hook=_unique_keys)
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object that gives one key twice (Python's ``json`` keeps the last silently:
+    ``"entries": [...], "entries": []`` read as an empty leaderboard)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKeyError(f"key {twice!r} is given twice in one object")
+    return found
 
 
 def read_json(path: Path, what: str) -> Any:
@@ -78,6 +92,8 @@ def read_json(path: Path, what: str) -> Any:
         data = loads(text)
     except json.JSONDecodeError as error:
         raise ConfigError(f"{str(path)!r} is not JSON ({error.msg}, line {error.lineno})") from error
+    except DuplicateKeyError as error:
+        raise ConfigError(f"{str(path)!r} is not a {what} file advsuite can read: {error}") from error
     except ValueError as error:  # an integer of more digits than Python converts (4,300)
         raise ConfigError(f"{str(path)!r} holds a number too long to read ({error}); give the {what} JSON "
                           "file") from error

@@ -159,6 +159,11 @@ CASES: list[Case] = [
          "notes.txt' is not a directory", _bytes("notes.txt", b"notes")),
     Case("leaderboard-board-wrong-schema", ADD, "does not match leaderboard/schema.json: entries.0.task: Field required",
          _board({"leaderboard_version": 2, "entries": [{"model": "m"}]})),
+    Case("leaderboard-board-key-given-twice", ADD, "is not a leaderboard file advsuite can read: key 'entries' is "
+         "given twice in one object", _board({"leaderboard_version": 2, "entries": [], "@second": 0},
+                                             raw={"@second": '"entries"'})),
+    Case("leaderboard-results-key-given-twice", ADD, "key 'seed' is given twice in one object",
+         _results(lambda data: data.update({"@seed": 3}), raw={"@seed": '"seed"'})),
     Case("leaderboard-board-list", ADD, "holds a JSON list, not a leaderboard object", _board([])),
     Case("leaderboard-board-newer-version", ADD, "has leaderboard_version 9; this advsuite reads versions 1, 2",
          _board({"leaderboard_version": 9, "entries": []})),
