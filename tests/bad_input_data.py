@@ -138,6 +138,15 @@ CASES: list[Case] = [
          write_all(write("data/train.csv", GOOD), write("data/test.csv", GOOD))),
     Case("data-dir-empty", text_run("hf:{tmp}/data"), "cannot load dataset", write("data/README", "nothing here\n")),
     # Image folders.
+    Case("data-image-in-a-nested-folder", image_run("hf:{tmp}/images"),
+         "'test/1/sub/b.png' of dataset",
+         write_all(png("images/test/0/a.png"), png("images/test/1/sub/b.png"))),
+    Case("data-image-beside-the-class-folders", image_run("hf:{tmp}/images"),
+         "'test/stray.png' of dataset", write_all(png("images/test/0/a.png"), png("images/test/stray.png"))),
+    Case("data-image-link-to-nothing", image_run("hf:{tmp}/images"),
+         "'test/1/gone.png' of dataset", write_all(
+             png("images/test/0/a.png"), lambda work: (work / "images/test/1").mkdir(parents=True) or
+             (work / "images/test/1/gone.png").symlink_to("/nonexistent/advsuite.png"))),
     Case("data-image-corrupt-png", image_run("hf:{tmp}/images"), "broken.png' in",
          write_all(png("images/test/0/a.png"), truncated_png("images/test/1/broken.png"))),
     Case("data-image-decompression-bomb", image_run("hf:{tmp}/images"), "bomb.png' in",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 import math
 import hashlib
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -238,6 +239,8 @@ def _hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:
         files = _split_files(path, config.split)
         for file in files:
             _check_data_file(file)
+        if not files:
+            _check_class_folders(path / config.split, name)
         return _loading(name, config, lambda: datasets.load_dataset(str(path), split=config.split), local=True)
     if _looks_like_a_path(name):
         raise DataError(f"dataset path {name!r} does not exist")
@@ -294,6 +297,26 @@ def _check_data_file(path: Path) -> None:
 
 
 SHARD = re.compile(r"-\d{5}-of-\d{5}$")
+
+
+#: What `datasets`' image folder reads as images (the common ones).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+
+
+def _check_class_folders(split: Path, name: str) -> None:
+    """Refuse, naming the file, an image folder's split that is not ``<split>/<class>/<image>``
+    throughout (without a metadata file giving the labels): `datasets` then infers no labels
+    at all, and said only that it could not find the label column."""
+    if not split.is_dir() or any((split / f"metadata.{kind}").exists() for kind in ("csv", "jsonl", "parquet")):
+        return
+    for path in sorted(split.rglob("*")):
+        if path.suffix.lower() in IMAGE_SUFFIXES and path.is_symlink() and not path.exists():  # was dropped silently
+            raise DataError(f"{str(path.relative_to(split.parent))!r} of dataset {name!r} is a link to a file that does "
+                            f"not exist ({os.readlink(path)!r}): mend or remove it")
+        if path.suffix.lower() in IMAGE_SUFFIXES and len(path.relative_to(split).parts) != 2:
+            where = str(path.relative_to(split.parent))
+            raise DataError(f"{where!r} of dataset {name!r} is not directly inside a class folder: an image folder "
+                            f"holds {split.name}/<class>/<image> (move it, or remove it)")
 
 
 def _split_files(directory: Path, split: str) -> list[Path]:
