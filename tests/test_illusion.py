@@ -464,3 +464,24 @@ def test_prefetch_offline_fails_in_one_line_per_resource(capsys):
     assert advsuite("prefetch", "--attacks", "textfooler_minilm") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "could not be fetched" in err[0]
+
+
+def test_seed_replicates_are_one_model_family_on_one_dataset():
+    """Tables group tasks named ``<task>-s<seed>`` as replicates of one task: tasks only named
+    alike (m-s1 on one model, m-s2 on another) were averaged as its seeds."""
+    from types import SimpleNamespace
+
+    from suite.report.ior import group_seeds
+
+    def run(task, model, dataset="builtin:sentiment"):
+        return SimpleNamespace(task=task, model=SimpleNamespace(spec=model),
+                               dataset=SimpleNamespace(spec=dataset, split="test"))
+
+    sweep = [run(f"ddi-s{seed}", f"builtin:sentiment-ddi-at-s{seed}") for seed in range(3)]
+    assert list(group_seeds(sweep)) == ["ddi"] and group_seeds(sweep)["ddi"] == sweep
+    same = [run("tiny-s0", "builtin:sentiment-tiny"), run("tiny-s1", "builtin:sentiment-tiny")]
+    assert list(group_seeds(same)) == ["tiny"]
+    unrelated = [run("m-s1", "builtin:sentiment-tiny"), run("m-s2", "builtin:sentiment-base-s0")]
+    assert list(group_seeds(unrelated)) == ["m-s1", "m-s2"]
+    elsewhere = [run("d-s0", "builtin:sentiment-tiny"), run("d-s1", "builtin:sentiment-tiny", "hf:./other.csv")]
+    assert list(group_seeds(elsewhere)) == ["d-s0", "d-s1"]

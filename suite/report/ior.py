@@ -34,6 +34,7 @@ from suite.paths import atomic_write_text
 from suite.report.results import Results
 
 _SEED = re.compile(r"^(?P<task>.+)-s(?P<seed>\d+)$")
+_SEED_SUFFIX = re.compile(r"-s\d+$")
 _TEMPERATURE = re.compile(r"^(?P<task>.+)-T(?P<t>[0-9][0-9.e-]*)$")
 KINDS = ("none", "cal", "opt", "platt")
 
@@ -44,7 +45,20 @@ def group_seeds(results: Sequence[Results]) -> dict[str, list[Results]]:
     for result in results:
         match = _SEED.match(result.task)
         groups.setdefault(match["task"] if match else result.task, []).append(result)
-    return groups
+    # Replicates are one model family (its specs differ at most by a '-s<seed>') on one dataset.
+    # Tasks only named alike (m-s1 on one model, m-s2 on another) were averaged as seeds of one;
+    # they stay apart, each under its own name.
+    kept: dict[str, list[Results]] = {}
+    for name, runs in groups.items():
+        if len({_family(run) for run in runs}) > 1:
+            kept.update((run.task, [run]) for run in runs)
+        else:
+            kept[name] = runs
+    return kept
+
+
+def _family(result: Results) -> tuple[str, str, str]:
+    return (_SEED_SUFFIX.sub("", result.model.spec), result.dataset.spec, result.dataset.split)
 
 
 def mean_std(values: Sequence[float | None], scale: float = 100.0, digits: int = 2) -> str:
