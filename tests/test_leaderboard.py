@@ -553,3 +553,13 @@ def test_a_leaderboard_that_is_a_symbolic_link_is_written_through(demo_results, 
     assert added >= 1 and (site / "lb.json").is_symlink()
     assert len(leaderboard.load(shared).entries) == len(board.entries) > added
     assert (site / "index.html").exists()  # the page beside the name given
+
+
+def test_one_add_that_gives_one_slot_twice_is_refused():
+    """A seed sweep's replicates (one model, task and threat, another attack seed each) all fill
+    one slot: adding the sweep's directory kept the last and said '1 added'."""
+    first, second = Entry(**_entry("a", 0.9, 0.4)), Entry(**_entry("a", 0.9, 0.3))
+    with pytest.raises(ConfigError, match="'o/v-s0/results.json' and 'o/v-s1/results.json' both give 'a'"):
+        leaderboard.merge_all(leaderboard.empty(), [("o/v-s0/results.json", [first]), ("o/v-s1/results.json", [second])])
+    board, added, replaced = leaderboard.merge_all(leaderboard.empty(), [("one", [first]), ("two", [Entry(**_entry("b", 0.8, 0.5))])])
+    assert (added, replaced, len(board.entries)) == (2, 0, 2)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import codecs
 import math
-import hashlib
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +28,7 @@ from suite.data.base import EvalSet, Example, InputSpec, LazyInput
 from suite.data.builtin import RawSplit
 from suite.data.config import DatasetConfig
 from suite.data.images import DatasetImage, check_image, conform_image
+from suite.data.local import check_class_folders, content_fingerprint
 from suite.data.registry import BUILTIN_DATASETS
 from suite.errors import DataError
 
@@ -160,18 +159,9 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
         labels=labels,
         label_names=label_names or list(model.labels),
         modality=input_kind,
-        fingerprint=_content_fingerprint(Path(name).expanduser()) or getattr(dataset, "_fingerprint", None) or "",
+        fingerprint=content_fingerprint(Path(name).expanduser()) or getattr(dataset, "_fingerprint", None) or "",
     )
     return raw, size, {input_kind: input_column, "label": label_column}
-
-
-def _content_fingerprint(path: Path) -> str | None:
-    """A local data file's fingerprint: a hash of its bytes (``None`` for anything else, whose
-    fingerprint is `datasets`'). `datasets`' own follows the path, size and modification time."""
-    if not path.is_file():
-        return None
-    with open(path, "rb") as handle:
-        return "sha256-" + hashlib.file_digest(handle, "sha256").hexdigest()[:16]
 
 
 def _inputs(dataset: Any, subset: Any, column: str, rows: Sequence[int], model: InputSpec, datasets: Any,
@@ -240,7 +230,7 @@ def _hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:
         for file in files:
             _check_data_file(file)
         if not files:
-            _check_class_folders(path / config.split, name)
+            check_class_folders(path / config.split, name)
         return _loading(name, config, lambda: datasets.load_dataset(str(path), split=config.split), local=True)
     if _looks_like_a_path(name):
         raise DataError(f"dataset path {name!r} does not exist")
@@ -297,26 +287,6 @@ def _check_data_file(path: Path) -> None:
 
 
 SHARD = re.compile(r"-\d{5}-of-\d{5}$")
-
-
-#: What `datasets`' image folder reads as images (the common ones).
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
-
-
-def _check_class_folders(split: Path, name: str) -> None:
-    """Refuse, naming the file, an image folder's split that is not ``<split>/<class>/<image>``
-    throughout (without a metadata file giving the labels): `datasets` then infers no labels
-    at all, and said only that it could not find the label column."""
-    if not split.is_dir() or any((split / f"metadata.{kind}").exists() for kind in ("csv", "jsonl", "parquet")):
-        return
-    for path in sorted(split.rglob("*")):
-        if path.suffix.lower() in IMAGE_SUFFIXES and path.is_symlink() and not path.exists():  # was dropped silently
-            raise DataError(f"{str(path.relative_to(split.parent))!r} of dataset {name!r} is a link to a file that does "
-                            f"not exist ({os.readlink(path)!r}): mend or remove it")
-        if path.suffix.lower() in IMAGE_SUFFIXES and len(path.relative_to(split).parts) != 2:
-            where = str(path.relative_to(split.parent))
-            raise DataError(f"{where!r} of dataset {name!r} is not directly inside a class folder: an image folder "
-                            f"holds {split.name}/<class>/<image> (move it, or remove it)")
 
 
 def _split_files(directory: Path, split: str) -> list[Path]:

@@ -111,7 +111,8 @@ def check_repo_id(repo_id: str) -> None:
 def scores(results: Results) -> list[Score]:
     """Clean accuracy, each attack, the worst case per threat model, each distributional attack."""
     common: dict[str, Any] = {"advsuite": results.suite_version, "model": results.model.name,
-                              "n": results.dataset.n, "seed": results.seed}
+                              "n": results.dataset.n, "seed": results.seed,
+                              **({"attack_seed": seed} if (seed := results.config.get("attack_seed")) is not None else {})}
     if results.illusion is not None and results.illusion.flagged:  # an export drops no flag and no warning
         illusion = results.illusion
         common["illusion_of_robustness"] = {"max_drop": illusion.max_drop, "mechanism": illusion.mechanism}

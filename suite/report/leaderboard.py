@@ -228,11 +228,17 @@ def merge_all(board: Leaderboard, sourced: Iterable[tuple[str, list[Entry]]],
               replace: bool = False) -> tuple[Leaderboard, int, int]:
     """:func:`merge` of each results file's entries in turn; counts are against ``board``."""
     before = {entry.slot() for entry in board.entries}
-    touched: set[tuple[str, str, float | None, str, str]] = set()
+    touched: dict[tuple[str, str, float | None, str, str], str] = {}
     for source, entries in sourced:
+        for entry in entries:
+            other = touched.get(entry.slot())
+            if other is not None and other != source:  # one of them would be dropped without a word
+                raise ConfigError(f"{other!r} and {source!r} both give {entry.model!r} (revision {entry.revision!r}) on "
+                                  f"{entry.task!r} under {entry.threat_label()!r}, and the leaderboard holds one entry "
+                                  "there (replicates of a seed sweep, say): add one of them")
+            touched[entry.slot()] = source
         board, _, _ = merge(board, entries, replace, source)
-        touched.update(entry.slot() for entry in entries)
-    return board, len(touched - before), len(touched & before)
+    return board, len(set(touched) - before), len(set(touched) & before)
 
 
 def dumps(board: Leaderboard) -> str:
