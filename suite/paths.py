@@ -113,12 +113,10 @@ def writing(path: Path, kept: str = UNCHANGED, then: str = "rerun the same comma
 def atomic_write(path: Path, write: Callable[[BinaryIO], object], kept: str = UNCHANGED,
                  then: str = "rerun the same command") -> Path:
     """Write ``path`` with ``write(handle)`` (a binary file) so that readers see either the old or
-    the new file, never half; on any failure the temporary file is removed. A symbolic link is
-    written through: its target gets the new file (renaming over the link replaced the link with
-    a copy, and left the file it named unchanged)."""
+    the new file, never half; on any failure the temporary file is removed. A symbolic link at
+    ``path`` is replaced, not followed (a link planted among a run's files points nowhere it
+    can write); a writer whose user named the file resolves it first (:func:`through_link`)."""
     path = Path(path)
-    if os.path.islink(path):
-        path = Path(os.path.realpath(path))
     tmp = temporary_path(path)
     with writing(path, kept, then):
         try:
@@ -171,6 +169,12 @@ def lock_directory(directory: Path, wait: bool, what: str = "advsuite run") -> i
         raise ConfigError(f"another {what} is writing to {str(directory)!r}; wait for it to finish (--wait does), "
                           "or choose another --output") from None
     return handle
+
+
+def through_link(path: Path) -> Path:
+    """``path``, or the file it links to: for a file the user named (a leaderboard, a model
+    card), which a write should update where it is rather than replace the link with a copy."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
 
 
 def _loops(path: Path) -> bool:

@@ -333,6 +333,9 @@ def test_a_refused_wordnet_install_is_one_line_and_leaves_nothing(tmp_path, caps
     source.mkdir()
     for name in WORDNET_FILES:  # install_wordnet copies these files as they are
         (source / name).write_text(f"{name}\n")
+    # ... once they read as WordNet: 'dog' in the noun index, at an offset of the noun data
+    (source / "index.noun").write_text("dog n 1 0 1 0 00000000\n")
+    (source / "data.noun").write_text("00000000 05 n 01 dog 0 000 | a dog\n")
     cache = tmp_path / "cache"
     monkeypatch.setenv(suite.paths.CACHE_ENV, str(cache))
     real, copied = shutil.copyfile, []
@@ -352,7 +355,7 @@ def test_a_refused_wordnet_install_is_one_line_and_leaves_nothing(tmp_path, caps
                                        f"WordNet is not installed and nothing was left in the cache: {remedy(fault)}\n")
     assert list(wordnet.parent.iterdir()) == []
     assert advsuite("prefetch", "--wordnet-from", str(source)) == 0
-    assert (wordnet / "lexnames").is_file() and (wordnet / "data.noun").read_text() == "data.noun\n"
+    assert (wordnet / "lexnames").is_file() and (wordnet / "data.noun").read_text() == (source / "data.noun").read_text()
 
 
 def test_a_refused_download_in_prefetch_is_one_line(tmp_path, capsys, monkeypatch):

@@ -16,6 +16,7 @@ from suite.attacks import Attack
 from suite.data.base import Example
 from suite.losses import cross_entropy, reduce_loss
 from suite.models.base import Classifier
+from suite.models.ensemble import is_ensemble
 
 if TYPE_CHECKING:
     from suite.evaluation.prepare import PreparedTask
@@ -137,7 +138,6 @@ def check_ensemble_attacks(model: Classifier, attacks: Mapping[str, Attack]) -> 
     robustness an ε-ball perturbation breaks. ARC is consistent but greedy, so the honest
     number is the worst case over both.
     """
-    from suite.models.ensemble import is_ensemble
 
     if not is_ensemble(model) or model.modality != "image":
         return []
@@ -240,8 +240,8 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
     metrics = {name: {"robust_accuracy": value} for name, value in robust_accuracy.items()}
     warnings = [
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
-        *check_randomness(model, prepared.eval_set.examples),
-        *check_grad_mode(model, prepared.eval_set.examples),
+        *(randomness := check_randomness(model, prepared.eval_set.examples)),
+        *([] if randomness or is_ensemble(model) else check_grad_mode(model, prepared.eval_set.examples)),
         *check_ensemble_attacks(model, attacks),
         *check_zero_gradients(model, correct),
         *check_black_box({name: attack for name, attack in attacks.items() if name in metrics}, metrics),

@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from suite.errors import ConfigError
-from suite.paths import atomic_write_text, lock_directory
+from suite.paths import atomic_write_text, lock_directory, through_link
 from suite.report.hub_yaml import card_text, dump as dump_yaml, problem as yaml_problem
 from suite.report.results_file import read_results
 from suite.report.results import Results
@@ -251,7 +251,7 @@ def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = F
         texts = merged()  # again under the lock: another export may have written meanwhile
         for name, text in texts.items():
             (to / name).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(to / name, text)
+            atomic_write_text(through_link(to / name), text)  # a linked card: the file it names
     finally:
         os.close(lock)
     url = _upload(to, push, list(texts), create_pr) if push is not None else None

@@ -37,7 +37,7 @@ from pydantic import ValidationError
 import suite.strict_json as strict_json
 from suite.errors import ConfigError, WriteError, is_write_fault
 from suite.intervals import wilson_interval
-from suite.paths import atomic_write, atomic_write_text
+from suite.paths import atomic_write, atomic_write_text, through_link
 from suite.report.leaderboard_schema import (
     LEADERBOARD_VERSION,
     READABLE_VERSIONS,
@@ -299,7 +299,7 @@ def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool 
     schema are copied beside a new leaderboard so the directory can be published as is.
     """
     page_dir = Path(path).parent  # the page goes beside the name given
-    path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)  # a link: its file, locked where it is
+    path = through_link(path)  # a link: its file, written and locked where it is
     check_target(path)
     sourced = [(str(p), entries_from_results(_reproduced(p), str(p))) for p in results_paths]
     merge_all(load(path), sourced, replace)  # every refusal before anything is written
