@@ -36,6 +36,7 @@ import yaml
 
 from suite.errors import ConfigError
 from suite.paths import atomic_write_text, lock_directory, through_link
+from suite.report.hub_remote import check_repo_id, read_hub, upload
 from suite.report.hub_yaml import card_text, dump as dump_yaml, problem as yaml_problem
 from suite.report.results_file import read_results
 from suite.report.results import Results
@@ -95,17 +96,6 @@ def read_run(path: Path) -> list[Results]:
         raise ConfigError(f"{str(path)!r} holds results of {len(models)} models ({', '.join(models)}); a model card "
                           "describes one: export each task directory (RUN_DIR/<task>) to its own --to")
     return results
-
-
-def check_repo_id(repo_id: str) -> None:
-    """Refuse a ``--push`` value that is not a Hub repo id (``namespace/name``)."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(repo_id)
-    except HFValidationError:
-        raise ConfigError(f"--push {printable(repr(repo_id))} is not a Hub repo id: namespace/name, letters, digits, "
-                          "'-', '_' and '.', at most 96 characters") from None
 
 
 def scores(results: Results) -> list[Score]:
@@ -234,7 +224,7 @@ def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = F
         if where.exists() and where.is_dir() != (kind == "a directory"):
             raise ConfigError(f"--to {str(to)!r}: {str(where)!r} exists and is not {kind}")
     names = [CARD, *sorted({eval_results_path(run) for run in runs if hub_dataset(run) is not None})]
-    hub = {} if push is None else _read_hub(push, [name for name in names if _read_local(to / name) is None])
+    hub = {} if push is None else read_hub(push, [name for name in names if _read_local(to / name) is None])
 
     def merged() -> dict[str, str]:  # every refusal before anything is written
         existing = {**hub, **{name: (text, repr(str(to / name))) for name in names
@@ -254,7 +244,7 @@ def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = F
             atomic_write_text(through_link(to / name), text)  # a linked card: the file it names
     finally:
         os.close(lock)
-    url = _upload(to, push, list(texts), create_pr) if push is not None else None
+    url = upload(to, push, list(texts), create_pr) if push is not None else None
     return Exported(to, list(texts), skipped, url)
 
 
@@ -369,41 +359,3 @@ def _read_local(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read {str(path)!r}: {getattr(error, 'strerror', None) or error}") from error
-
-
-def _read_hub(repo_id: str, names: list[str]) -> dict[str, tuple[str, str]]:
-    """The repo's current copies of those of ``names`` it has, with where they are from."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
-
-    found = {}
-    for name in names:
-        try:
-            path = HfApi().hf_hub_download(repo_id=repo_id, filename=name)
-            found[name] = (Path(path).read_text(encoding="utf-8"), f"{name} of {repo_id!r} on the Hub")
-        except LocalEntryNotFoundError as error:  # offline: not "absent", or the card on the Hub would be lost
-            raise ConfigError(f"cannot read {name} of {repo_id!r} from the Hub (offline?), so cannot merge into it: "
-                              f"put the repo's current {name} (if any) in --to, or push when online") from error
-        except EntryNotFoundError:
-            continue
-        except (HfHubHTTPError, OSError, UnicodeDecodeError) as error:
-            raise ConfigError(f"cannot read {name} of {repo_id!r} from the Hub: {_first_line(error)}") from error
-    return found
-
-
-def _upload(directory: Path, repo_id: str, files: list[str], create_pr: bool) -> str:
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
-    try:
-        commit = HfApi().upload_folder(repo_id=repo_id, repo_type="model", folder_path=directory,
-                                       allow_patterns=files, create_pr=create_pr,
-                                       commit_message="Add adversarial robustness results (advsuite export)")
-    except (HfHubHTTPError, OSError) as error:
-        raise ConfigError(f"push to {repo_id!r} failed ({_first_line(error)}); the files are in "
-                          f"{str(directory)!r}") from error
-    return str(getattr(commit, "pr_url", None) or getattr(commit, "commit_url", commit))
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
