@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -57,6 +58,12 @@ def cache_path(*parts: str) -> Path:
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("advsuite")).joinpath(*parts)
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 (hex) of a file's bytes (weights' records, local data's fingerprints)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def temporary_path(path: Path) -> Path:

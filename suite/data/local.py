@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from suite.errors import DataError
+from suite.paths import file_sha256
 
 
 #: What `datasets`' image folder reads as images (the common ones).
@@ -34,5 +34,4 @@ def content_fingerprint(path: Path) -> str | None:
     fingerprint is `datasets`'). `datasets`' own follows the path, size and modification time."""
     if not path.is_file():
         return None
-    with open(path, "rb") as handle:
-        return "sha256-" + hashlib.file_digest(handle, "sha256").hexdigest()[:16]
+    return "sha256-" + file_sha256(path)[:16]

@@ -18,13 +18,13 @@ third-party ``save_pretrained`` dir) loads unverified, as before.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from suite.errors import ConfigError
+from suite.paths import file_sha256
 
 if TYPE_CHECKING:  # torch is imported where tensors are read: path checks stay light
     import torch
@@ -167,12 +167,6 @@ class WeightsMismatchError(ConfigError):
                          f"written (damaged or changed since?): recorded {expected}, found {actual}; write them "
                          f"again, or delete {str(path.parent / HASH_FILE)!r} to load them unverified")
         self.path, self.expected, self.actual = path, expected, actual
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 (hex) of a file's bytes."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def record_hashes(directory: Path, entry: str | None = None) -> dict[str, str]:
