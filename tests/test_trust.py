@@ -445,6 +445,37 @@ def test_nan_logits_are_refused_on_clean_inputs_and_never_count_as_correct(tmp_p
     assert answered(rows).tolist() == [True, False, False, False, True]
 
 
+def test_a_tie_for_the_top_is_never_a_decision_for_the_label(tmp_path):
+    """``argmax`` picks the first of tied logits, so a model whose logits saturate at a ceiling
+    would leave every class-0 example unbreakable: an attack can lift a rival to the ceiling,
+    never above. The suite decides for the label only where its logit wins outright, in
+    scoring, in the searches' early exit, and in a randomized ensemble's members."""
+    import suite
+    from suite.models.base import decide
+    from suite.models.ensemble import expected_accuracy
+    from suite.models.wrap import from_module
+
+    rows = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [2.0, 1.0, 1.0], [0.0, 1.0, 1.0],
+                         [1.0, float("nan"), 0.0], [0.0, 3.0, 1.0]])
+    labels = torch.tensor([0, 1, 0, 2, 0, 1])
+    assert decide(rows, labels).tolist() == [1, 0, 0, 1, 1, 1]
+    assert expected_accuracy(rows[None, :2], labels[:2], [1.0], [0]).tolist() == [0.0, 0.0]
+
+    class Ceiling(torch.nn.Module):
+        """Class 0's logit is 1; class 1's rises with the mean pixel and is clamped at 1."""
+
+        def forward(self, x):
+            rival = (100 * x.flatten(1).mean(dim=1, keepdim=True) - 50).clamp(max=1.0)
+            return torch.cat([torch.ones_like(rival), rival], dim=1)
+
+    model = from_module(Ceiling(), input_size=(1, 2, 2), labels=["zero", "one"])
+    images, targets = torch.full((3, 1, 2, 2), 0.2), torch.zeros(3, dtype=torch.long)
+    assert model.correctness(torch.full((1, 1, 2, 2), 0.6), torch.tensor([0])).tolist() == [0.0]
+    results = suite.evaluate(model, (images, targets), attacks=["fgm_linf", "auto"], eps=0.4, output=tmp_path / "tie")
+    assert results.clean_accuracy == 1.0
+    assert {name: metrics.robust_accuracy for name, metrics in results.attacks.items()} == {"fgm_linf": 0.0, "auto": 0.0}
+
+
 def test_a_nan_gradient_takes_no_step_and_is_warned_about():
     """Where the model's input gradient is NaN, the search steps only along its finite part: a
     NaN step would make a NaN input, which is in no threat model. The clean-point check says

@@ -34,6 +34,7 @@ from suite.evaluation.scoring import (CleanScores, attack_record, check_outputs,
                                      score_batch, stack)
 from suite.evaluation.summary import summarise
 from suite.models import Classifier
+from suite.models.base import decide
 from suite.models.ensemble import is_ensemble
 from suite.progress import progress_bar
 from suite.report.results import Results, write_results
@@ -252,8 +253,9 @@ def _save_adversarial(prepared: PreparedTask, run: AttackRun, batch: list, outpu
         labels = torch.tensor([ex.label for ex, _ in images])
         logits, _ = prepared.model.scores(stack(prepared.model, [out.adversarial for _, out in images]), labels)
         probabilities = torch.softmax(logits.detach().double().cpu(), dim=1)
-        served = {ex.id: {"prediction": int(row.argmax()), "confidence": float(row.max())}
-                  for (ex, _), row in zip(images, probabilities)}
+        decided = decide(probabilities, labels).tolist()
+        served = {ex.id: {"prediction": prediction, "confidence": float(row.max())}
+                  for (ex, _), row, prediction in zip(images, probabilities, decided)}
     for ex, out in zip(batch, outputs):
         save_adversarial(prepared.store.directory, run.key, ex.id, out.adversarial, served.get(ex.id))
 

@@ -28,7 +28,7 @@ import torch
 from suite.attacks.base import AttackOutput
 from suite.data.base import Example
 from suite.errors import AttackOutputError, ConfigError
-from suite.models.base import Classifier, answered
+from suite.models.base import Classifier, answered, decide
 from suite.threat import Threat
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,8 @@ OUTPUT_SLACK = 1e-5
 #: Bumped whenever records computed by this module would change (what correctness, robust or
 #: the clean pass mean): part of a run's identity, so records of an older scoring are not resumed.
 #: 5: a row of logits that gives no answer (a NaN, a +inf) is never correct.
-SCORING_VERSION = 5
+#: 6: a label tied for the largest logit is not correct (:func:`~suite.models.base.decide`).
+SCORING_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ def check_outputs(attack: str, threat: Threat, model: Classifier, examples: Sequ
 
 
 def clean_record(example: Example, logits: torch.Tensor, correct: float) -> dict[str, Any]:
-    return {"kind": "clean", "id": example.id, "label": example.label, "prediction": int(logits.argmax()),
+    return {"kind": "clean", "id": example.id, "label": example.label, "prediction": _decision(logits, example.label),
             "correct": float(correct)}
 
 
@@ -158,9 +159,15 @@ def score_output(model: Classifier, example: Example, output: AttackOutput, clea
     served = logits[0].double()
     return {
         "robust": min(correct, clean_correct),
-        "prediction": int(served.argmax()),
+        "prediction": _decision(served, example.label),
         "confidence": confidence(served),
     }
+
+
+def _decision(logits: torch.Tensor, label: int) -> int:
+    """The class one row of logits decides for against ``label`` (:func:`~suite.models.base.decide`:
+    a tie for the top is not a decision for the label)."""
+    return int(decide(logits.view(1, -1), torch.tensor([label]))[0])
 
 
 def confidence(logits: torch.Tensor) -> float:
@@ -222,7 +229,7 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
         if near[row]:
             scores.append(score_output(model, example, output, correct))
             continue
-        prediction = int(logits[row].argmax())
+        prediction = _decision(logits[row], example.label)
         right = prediction == example.label and bool(finite[row])  # as Classifier.correctness
         scores.append({"robust": min(float(right), correct), "prediction": prediction,
                        "confidence": confidence(logits[row])})

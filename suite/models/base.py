@@ -6,8 +6,8 @@ Contract (see the design notes):
 - texts enter as ``list[str]``; the wrapper tokenises;
 - :meth:`Classifier.logits` returns raw logits N×C (never probabilities) in eval mode, without
   gradients unless ``grad=True`` is asked for;
-- :meth:`Classifier.correctness` gives each example's correctness in [0, 1]: ``argmax == label``
-  for a deterministic model, the exact expectation over its randomness for a randomized one
+- :meth:`Classifier.correctness` gives each example's correctness in [0, 1]: the label's logit
+  strictly above every other (:func:`decide`) for a deterministic model, the exact expectation over its randomness for a randomized one
   (a randomized ensemble overrides it). Every accuracy the suite reports is a mean of these.
 """
 
@@ -36,6 +36,21 @@ def answered(logits: torch.Tensor) -> torch.Tensor:
     −inf leaves no class chosen (``argmax`` would pick the NaN, the first +inf, or class 0) and
     no softmax; a −inf beside finite logits is a class ruled out, and is an answer."""
     return torch.isfinite(logits.amax(dim=-1))
+
+
+def decide(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The class each row of N×C ``logits`` decides for, judged against its label: the label
+    where its logit is strictly above every other, and otherwise the largest of the others
+    (the lowest index among equals). So a row is correct exactly when the label wins outright:
+    a label tied for the largest logit is not chosen, where ``argmax`` would choose it when it
+    comes first (logits clamped or rounded into ties would otherwise leave class 0 unbreakable).
+    A NaN among the others also rules the label out (``amax`` and ``argmax`` propagate it),
+    as :func:`answered` does. Elsewhere the same class as ``argmax``."""
+    labels = labels.to(logits.device).view(-1, 1)
+    others = logits.scatter(1, labels, float("-inf"))
+    rival = others.argmax(dim=1)
+    wins = logits.gather(1, labels).squeeze(1) > others.gather(1, rival.view(-1, 1)).squeeze(1)
+    return torch.where(wins, labels.squeeze(1), rival)
 
 
 @dataclass(frozen=True)
@@ -109,9 +124,10 @@ class Classifier(ABC):
                     logits: torch.Tensor | None = None) -> torch.Tensor:
         """Per-example correctness in [0, 1], shape N (float32, on the CPU).
 
-        For a deterministic model, 1 where ``argmax logits == label`` and 0 elsewhere; a row that
-        gives no answer (:func:`answered`: a NaN, a +inf) is never correct, since ``argmax``
-        would pick the NaN. A randomized model overrides this with its exact expected accuracy
+        For a deterministic model, 1 where the label's logit is strictly above every other
+        (:func:`decide`: a tie for the top is not a decision for the label) and 0 elsewhere; a
+        row that gives no answer (:func:`answered`: a NaN, a +inf) is never correct, since
+        ``argmax`` would pick the NaN. A randomized model overrides this with its exact expected accuracy
         per example.
 
         Args:
@@ -121,11 +137,11 @@ class Classifier(ABC):
                 a randomized model ignores them).
         """
         logits = self.logits(batch) if logits is None else logits
-        return ((logits.argmax(dim=1).cpu() == labels.cpu()) & answered(logits).cpu()).float()
+        return ((decide(logits, labels).cpu() == labels.cpu()) & answered(logits).cpu()).float()
 
     @property
     def argmax_verdicts(self) -> bool:
-        """Whether correctness is ``argmax logits == label`` (the default :meth:`correctness`),
+        """Whether correctness is :func:`decide`'s ``== label`` (the default :meth:`correctness`),
         so that a verdict follows from the logits alone: batched scoring relies on it
         (:func:`suite.evaluation.scoring.score_batch`). A randomized ensemble's is not."""
         return type(self).correctness is Classifier.correctness

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from suite.errors import ConfigError
-from suite.models.base import Classifier, ModelInfo, answered
+from suite.models.base import Classifier, ModelInfo, answered, decide
 from suite.threat import Threat
 
 #: How far the probabilities may sum from 1.
@@ -173,14 +173,18 @@ def is_ensemble(model: Classifier) -> bool:
 
 def expected_accuracy(member_logits: torch.Tensor, labels: torch.Tensor, alphas: Sequence[float],
                       members: Sequence[int]) -> torch.Tensor:
-    """Σ_i α_i · 1{argmax f_i = y} per example, float32 on the CPU (summed in float64). A member
+    """Σ_i α_i · 1{argmax f_i = y} per example (a member tied at the top with y is not right:
+    :func:`~suite.models.base.decide`), float32 on the CPU (summed in float64). A member
     whose row gives no answer (:func:`~suite.models.base.answered`: a NaN, a +inf) is not right
     on it, as in :meth:`Classifier.correctness`.
 
     Args:
         member_logits: M×N×C logits of ``members`` (indices into ``alphas``), in that order.
     """
-    right = ((member_logits.argmax(dim=-1).cpu() == labels.cpu().view(1, -1)) & answered(member_logits).cpu()).double()
+    members_, examples, classes = member_logits.shape
+    decided = decide(member_logits.reshape(-1, classes), labels.to(member_logits.device).repeat(members_))
+    right = ((decided.view(members_, examples).cpu() == labels.cpu().view(1, -1))
+             & answered(member_logits).cpu()).double()
     weights = torch.tensor([alphas[index] for index in members], dtype=torch.float64).view(-1, 1)
     return (weights * right).sum(dim=0).float()
 

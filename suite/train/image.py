@@ -25,7 +25,7 @@ from suite.data.config import DatasetConfig
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError, DataError
 from suite.models import ModelConfig, load_model
-from suite.models.base import resolve_device
+from suite.models.base import decide, resolve_device
 from suite.models.card import card_threat_text
 from suite.models.trainable import TrainableImage
 from suite.seeding import example_generator
@@ -96,11 +96,11 @@ class ImageTraining(Modality):
             for first in range(0, len(examples), VALIDATION_BATCH):
                 chunk = examples[first : first + VALIDATION_BATCH]
                 x, y = self.batch(model, chunk)
-                correct["clean"].append(classifier.logits(x).argmax(dim=1) == y)
+                correct["clean"].append(decide(classifier.logits(x), y) == y)
                 for name, attack in attacks.items():
                     generators = [example_generator(self.config.seed, "validation", name, e.id) for e in chunk]
                     adversarial = attack.perturb(classifier, x, y, generators, EVALUATION)
-                    correct[name].append(classifier.logits(adversarial).argmax(dim=1) == y)
+                    correct[name].append(decide(classifier.logits(adversarial), y) == y)
         hits = {name: torch.cat(values).cpu() for name, values in correct.items()}
         robust = hits["clean"] & hits["pgd"] & hits["beta"]
         return {"val_clean": _mean(hits["clean"]), "val_pgd": _mean(hits["pgd"] & hits["clean"]),

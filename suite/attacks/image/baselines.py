@@ -58,7 +58,7 @@ from suite.attacks.image.driver import image_outputs, with_default_eps
 from suite.attacks.image.norms import NORMS
 from suite.data.base import Example
 from suite.errors import ConfigError, ResourceMissingError
-from suite.models.base import Classifier
+from suite.models.base import Classifier, decide
 from suite.progress import progress_bar
 from suite.seeding import example_generator, example_seed, global_rng_seeded
 from suite.threat import MAX_RADIUS
@@ -152,7 +152,7 @@ class TorchattacksAttack(Attack):
         # Keep the ε-ball and the box exact whatever rounding the attack did.
         delta = NORMS[self.norm].project(adversarial - x, self.eps)
         adversarial = (x + delta).clamp(0.0, 1.0)
-        predictions = model.logits(adversarial).argmax(dim=1)
+        predictions = decide(model.logits(adversarial), y)
         outputs = image_outputs(NORMS[self.norm], x, adversarial, module.queries + 1, time.perf_counter() - start)
         return outputs, predictions
 

@@ -34,7 +34,7 @@ from suite.attacks.image.search import (EVALUATION, TRAINING, Found, HostCopy, S
                                         select_rows)
 from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
-from suite.models.base import Classifier
+from suite.models.base import Classifier, decide
 from suite.seeding import example_generator
 from suite.threat import MAX_RADIUS
 
@@ -215,7 +215,7 @@ class GradientAttack(Attack):
                 value = mode.objective(logits.float(), live_groups)
             else:
                 value = objective(loss, logits, labels, live_targets)
-            predicted = logits.detach().argmax(dim=1)
+            predicted = decide(logits.detach(), labels)  # a tie for the top breaks an example, as scored
             hit = predicted != labels
             scored = value.detach()
             # Masked writes (torch.where) rather than boolean indexing: the same values, and the

@@ -62,7 +62,7 @@ from suite.attacks.image.driver import NormChoiceAttack, autocast, image_outputs
 from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.data.base import Example
 from suite.losses import reduce_loss
-from suite.models.base import Classifier
+from suite.models.base import Classifier, decide
 
 #: Relative slack of the budget checks: a float32 step at ε = 0.06 lands at 0.0600000024, and the
 #: greedy allocation overspends ε^p by rounding (≈3e-15 in float64).
@@ -156,7 +156,7 @@ class WDA(_Distributional):
         queries = torch.ones(n, dtype=torch.long, device=x.device)
         with torch.no_grad():
             clean = model.logits(x).float()
-        done = clean.argmax(dim=1) != y
+        done = decide(clean, y) != y
         everyone = _other_classes(clean, y, None)
         fixed = everyone[:, 0].clone()
         for iteration in range(self.maxiter):
@@ -167,7 +167,7 @@ class WDA(_Distributional):
             point, rival, logits = self._rival_step(model, current[live], y[live], rivals, x[live], self.radius)
             current[live], fixed[live] = point, rival
             queries[live] += 2 * rivals.shape[1]
-            done[live[logits.argmax(dim=1) != y[live]]] = True
+            done[live[decide(logits, y[live]) != y[live]]] = True
         return current, queries
 
     def aggregate(self, clean: Sequence[dict[str, Any]], records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -240,7 +240,7 @@ class WDAPlusPlus(_Distributional):
         queries = torch.ones(n, dtype=torch.long, device=x.device)
         with torch.no_grad():
             clean = model.logits(x).float()
-        wrong = clean.argmax(dim=1) != y
+        wrong = decide(clean, y) != y
         flipped = wrong.clone()
         rivals = _other_classes(clean, y, self.top_k)
         for _ in range(self.maxiter):
@@ -249,7 +249,7 @@ class WDAPlusPlus(_Distributional):
                 break
             point, _, logits = self._rival_step(model, current[live], y[live], rivals[live])
             queries[live] += 2 * rivals.shape[1]
-            hit = logits.argmax(dim=1) != y[live]
+            hit = decide(logits, y[live]) != y[live]
             rows = live[hit]
             before[rows], after[rows] = current[rows], point[hit]
             flipped[rows] = True
@@ -265,7 +265,7 @@ class WDAPlusPlus(_Distributional):
                 with torch.no_grad(), autocast(model.device, self.precision):
                     logits = model.logits(before[searched] + middle.view(-1, 1, 1, 1) * delta).float()
                 queries[searched] += 1
-                crossed = logits.argmax(dim=1) != y[searched]
+                crossed = decide(logits, y[searched]) != y[searched]
                 high = torch.where(crossed, middle, high)
                 low = torch.where(crossed, low, middle)
             adversarial[searched] = (before[searched] + high.view(-1, 1, 1, 1) * delta).clamp(0.0, 1.0)
