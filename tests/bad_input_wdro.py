@@ -40,6 +40,7 @@ CASES: list[Case] = [
     Case("certify-text-model", ("certify", "--model", "builtin:sentiment-tiny", *OUT),
          "certify works on image models"),
     Case("certify-eps-negative", certify("--eps", "0.1,-1"), "a radius must be a finite number >= 0"),
+    Case("certify-eps-twice", certify("--eps", "0.1,0.1"), "--eps lists a radius twice"),
     Case("certify-norm-l3", certify("--norm", "l3"), "argument --norm: invalid choice: 'l3'"),
     Case("certify-loss-dlr", certify("--loss", "dlr"), "argument --loss: invalid choice: 'dlr'"),
     Case("certify-unknown-dataset", certify("--dataset", "builtin:nope"), "nope"),

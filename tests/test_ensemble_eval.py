@@ -124,6 +124,58 @@ def test_a_model_that_answers_otherwise_under_autograd_is_warned_about():
                            examples) == []
 
 
+class Masked(nn.Module):
+    """The built-in digits CNN on [0, 1] pixels behind a gradient mask: ``shattered`` adds
+    2e-3·sin(3e4·x) to each pixel (it hardly moves the input; its gradient oscillates),
+    ``noisy`` keeps the forward pass and returns noise as the input's gradient."""
+
+    def __init__(self, classifier, mask: str) -> None:
+        super().__init__()
+        self.net, self.mask = classifier.module, mask
+        self.register_buffer("mean", classifier.mean.detach().clone().cpu())
+        self.register_buffer("std", classifier.std.detach().clone().cpu())
+
+    def forward(self, x):
+        x = x + 2e-3 * torch.sin(3e4 * x) if self.mask == "shattered" else _NoisyBackward.apply(x)
+        return self.net((x - self.mean) / self.std)
+
+
+class _NoisyBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return torch.randn(grad.shape, generator=torch.Generator().manual_seed(1))
+
+
+def test_shattered_or_noisy_gradients_are_warned_about(digits_model, digits_examples, tmp_path):
+    """Gradient attacks led by a shattered or noisy gradient report robustness that is not there
+    (the default ``auto``: 60 % on the shattered CNN at L∞ 0.03, whose served function is the
+    CNN's within 0.002 a pixel; the CNN is at 0 %). Nothing else in the checks saw it: the
+    gradient is finite and non-zero. The direction check does, and stays quiet on the plain CNN
+    at every radius."""
+    from suite.attacks import build_attack
+    from suite.evaluation.checks import check_gradient_direction
+
+    correct = [example for example in digits_examples[:64]
+               if int(digits_model.logits(example.input[None]).argmax()) == example.label]
+    for norm, eps in [("linf", 0.003), ("linf", 0.03), ("linf", 0.3), ("l2", 0.25), ("l2", 3.0)]:
+        attack = {"auto": build_attack("auto", {"norm": norm, "eps": eps})}
+        assert check_gradient_direction(digits_model, attack, correct, {"auto": 0.5}) == [], (norm, eps)
+        for mask in ("shattered", "noisy"):
+            masked = from_module(Masked(digits_model, mask), input_size=(1, 32, 32))
+            (warning,) = check_gradient_direction(masked, attack, correct, {"auto": 0.5})
+            assert "does not point uphill" in warning and "--attacks auto,square" in warning, (mask, norm, eps)
+        # Nothing to overstate where the attack broke everything.
+        assert check_gradient_direction(masked, attack, correct, {"auto": 0.0}) == []
+    shattered = from_module(Masked(digits_model, "shattered"), input_size=(1, 32, 32), name="shattered")
+    results = suite.evaluate(shattered, "builtin:digits", n=16, eps=0.03, output=tmp_path / "shattered")
+    assert results.attacks["auto"].robust_accuracy >= 0.25
+    assert any("does not point uphill" in warning for warning in results.warnings), results.warnings
+
+
 def test_alpha_sweep_expands_ensembles_and_keeps_the_baseline():
     recipe = parse_recipe({
         "name": "s", "sweep": {"alphas": [0.5, 1.0]},

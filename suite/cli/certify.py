@@ -57,6 +57,7 @@ def handle(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from suite.errors import ConfigError, format_validation_error
+    from suite.evaluation.api import radii as radii_of
     from suite.evaluation.certify_api import CERTIFY_FILES, certify
     from suite.evaluation.recipe import slug
     from suite.models import ModelConfig
@@ -70,7 +71,8 @@ def handle(args: argparse.Namespace) -> int:
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from error
     output = args.output or Path("runs") / "certify" / slug(args.model)
-    report = certify(config, args.dataset, norm=args.norm, loss=args.loss, eps=args.eps, n=args.n, split=args.split,
+    eps = list(radii_of(args.eps, flag="--eps"))  # the flag's name in its errors, as evaluate's
+    report = certify(config, args.dataset, norm=args.norm, loss=args.loss, eps=eps, n=args.n, split=args.split,
                      seed=args.seed, boxed=not args.unboxed, attacks=not args.no_attacks, output=output,
                      overwrite=args.overwrite)
     print("\n".join(printable(line) for line in certificate_table(report).splitlines()))
