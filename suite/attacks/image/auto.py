@@ -93,7 +93,8 @@ class Auto(_Ensemble):
     """
 
     #: 2: the last search towards the closest target (``best_target_steps``) was added.
-    version: ClassVar[int] = 2
+    #: 3: APGD's fused step (:func:`~.apgd.apgd_updater`: the same search, rounded otherwise).
+    version: ClassVar[int] = 3
     targets: int = Field(9, ge=1)
     target_steps: int = Field(30, ge=1)
     best_target_steps: int = Field(100, ge=0)
@@ -110,6 +111,8 @@ class AutoPlus(_Ensemble):
     """A stronger, slower ``auto``: APGD-CE, APGD-T towards ``targets`` (default 9) classes, then
     APGD-DLR with ``restarts`` (default 3) random restarts; ``steps`` (default 100) each."""
 
+    #: 2: APGD's fused step (:func:`~.apgd.apgd_updater`: the same search, rounded otherwise).
+    version: ClassVar[int] = 2
     targets: int = Field(9, ge=1)
     restarts: int = Field(3, ge=1)
 

@@ -56,8 +56,8 @@ class BETA(NormChoiceAttack):
     optimizer: str | None = None
     lr: float | None = Field(None, gt=0, allow_inf_nan=False)
 
-    #: 2: the L2 default optimiser became APGD's schedule.
-    version: ClassVar[int] = 2
+    #: 2: the L2 default optimiser became APGD's schedule. 3: APGD's fused step (its rounding).
+    version: ClassVar[int] = 3
 
     @field_validator("optimizer")
     @classmethod
