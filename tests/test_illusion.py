@@ -485,3 +485,33 @@ def test_seed_replicates_are_one_model_family_on_one_dataset():
     assert list(group_seeds(unrelated)) == ["m-s1", "m-s2"]
     elsewhere = [run("d-s0", "builtin:sentiment-tiny"), run("d-s1", "builtin:sentiment-tiny", "hf:./other.csv")]
     assert list(group_seeds(elsewhere)) == ["d-s0", "d-s1"]
+
+
+def test_rounded_text_scores_are_warned_about_and_temperatures_are_not(sentiment_model):
+    """Served scores rounded to a few decimals stall a score-based search on plateaus (no
+    adversary temperature undoes rounding): a check deletes single words and counts the texts
+    whose logits did not move at all. A temperature, however extreme, moves them, so the
+    overconfident and underconfident views of the same model draw no warning."""
+    from suite.data.base import Example
+    from suite.evaluation.checks import check_score_plateaus
+    from suite.models.temperature import LogitView
+
+    class Rounded(LogitView):
+        def __init__(self, base, digits: int) -> None:
+            super().__init__(base)
+            self.digits = digits
+
+        def _rescale(self, logits):
+            probabilities = torch.softmax(logits.float(), dim=-1)
+            return torch.log((torch.round(probabilities * 10**self.digits) / 10**self.digits).clamp_min(1e-4))
+
+        def _forward(self, batch):
+            return self._rescale(self.base._forward(batch))
+
+    split = sentiment("test")
+    examples = [Example(i, x, y) for i, x, y in zip(split.ids, split.inputs, split.labels)][:40]
+    for digits in (1, 2, 3):
+        (warning,) = check_score_plateaus(Rounded(sentiment_model, digits), examples)
+        assert "rounded or quantised" in warning and "of 64 single-word deletions" in warning
+    for served in (sentiment_model, TemperatureScaled(sentiment_model, 0.005), TemperatureScaled(sentiment_model, 1e6)):
+        assert check_score_plateaus(served, examples) == []

@@ -189,6 +189,39 @@ def _margin(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return others - logits.float().gather(1, labels.view(-1, 1)).squeeze(1)
 
 
+#: Single-word deletions per text in :func:`check_score_plateaus`.
+DELETIONS = 4
+
+
+def check_score_plateaus(model: Classifier, examples: Sequence[Example]) -> list[str]:
+    """Warn when a text model's served scores are rounded or quantised: a score-based search
+    (every TextAttack recipe's goal function, greedy word importance) sees no progress on a
+    plateau and stops, so robust accuracy is overstated (served as log(round(softmax, 2)),
+    ``builtin:sentiment-tiny`` reported 43 % under DeepWordBug where the same searches on its
+    unrounded scores found 32 %). It is the illusion of extreme confidence's cousin, but no
+    temperature undoes it, so neither ``cal`` nor ``opt`` does.
+
+    Deletes each of the first :data:`DELETIONS` words of at most :data:`CHECK_EXAMPLES` texts
+    (each deletion changes the text's tokens) and counts the deletions that leave every logit
+    of the text exactly as it was: on a model whose scores vary continuously, none does (an
+    overconfident model's logits still move, though its probabilities round to 1). One pass.
+    """
+    if model.modality != "text" or not examples:
+        return []
+    texts = [example.input for example in examples[:CHECK_EXAMPLES] if isinstance(example.input, str)]
+    variants = [(index, " ".join(words[:at] + words[at + 1:])) for index, words in enumerate(t.split() for t in texts)
+                if len(words) > 1 for at in range(min(DELETIONS, len(words)))]
+    if len(variants) < 2 * DELETIONS:
+        return []
+    rows = model.logits([*texts, *(text for _, text in variants)]).float()
+    unchanged = sum(bool(torch.equal(rows[index], rows[len(texts) + at])) for at, (index, _) in enumerate(variants))
+    if 2 * unchanged < len(variants):
+        return []
+    return [f"the model's scores look rounded or quantised: {unchanged} of {len(variants)} single-word deletions left "
+            "every logit exactly as it was; score-based text attacks stall on such plateaus, so robust accuracy may be "
+            "overstated (no adversary temperature undoes rounding); attack the unrounded scores if you can"]
+
+
 def check_randomness(model: Classifier, examples: Sequence[Example]) -> list[str]:
     """Warn when the model answers the same query differently twice.
 
@@ -327,6 +360,7 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
         *(randomness := check_randomness(model, prepared.eval_set.examples)),
         *([] if randomness or is_ensemble(model) else check_grad_mode(model, prepared.eval_set.examples)),
+        *([] if randomness else check_score_plateaus(model, correct)),
         *check_ensemble_attacks(model, attacks),
         *(zero := check_zero_gradients(model, correct)),
         *([] if randomness or zero or is_ensemble(model)
