@@ -11,6 +11,7 @@ from torch import nn
 from suite.attacks import build_attack
 from suite.data.base import Example
 from suite.errors import ConfigError
+from suite.models import load_model
 from suite.models.ensemble import RandomizedEnsemble
 from suite.models.wrap import from_module
 
@@ -102,10 +103,13 @@ def test_brute_force_minimum_is_the_constructed_one(name):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_arc_reaches_the_minimum_except_where_greedy(name):
+def test_arc_reaches_the_minimum_and_at_one_step_of_eps_except_where_greedy(name):
     model, norm, eps, label, minimum = case(name)
     (found,) = attack_l(model, "arc", {"norm": norm, "eps": eps}, label)
-    # ARC fools members greedily, largest α first: on the greedy case it ends at 0.6, not 0.4.
+    assert found == pytest.approx(minimum, abs=1e-6)
+    # ARC fools members greedily, largest α first: with steps of ε alone the greedy case ends at
+    # 0.6 (the first member fooled), not 0.4; the default's first L2 pass (ε/4) finds 0.4.
+    (found,) = attack_l(model, "arc", {"norm": norm, "eps": eps, "step": eps}, label)
     assert found == pytest.approx(0.6 if name == "greedy" else minimum, abs=1e-6)
 
 
@@ -137,9 +141,31 @@ def test_greedy_case_apgd_finds_what_arc_misses():
 
 def test_arc_with_the_papers_l2_step_stalls_on_thm42():
     # η = ε/4 (the paper's ℓ2 setting): member 1's step stops short of its plane and is kept on a
-    # tie; member 2's step cancels it exactly; δ stays 0. Hence the suite's default η = ε.
+    # tie; member 2's step cancels it exactly; δ stays 0. Hence the default's second L2 pass, η = ε.
     model, norm, eps, label, _ = case("thm42-l2")
     assert attack_l(model, "arc", {"norm": "l2", "eps": eps, "step": eps / 4}, label) == [1.0]
+    assert attack_l(model, "arc", {"norm": "l2", "eps": eps}, label) == pytest.approx([0.5])
+
+
+def test_arc_visits_members_of_equal_probability_in_both_orders(digits_examples):
+    """Line 4 of Algorithm 2 leaves the order of equal α open, and it decides where δ ends. On
+    test digit 68 at L∞ 0.15, with digits-cnn and digits-cnn-at at α 0.5 each: fooling the
+    standard CNN first leaves δ at a corner from which the robust member's steps are all
+    rejected (L = 0.5); the other order fools both (L = 0). Measured against the official code
+    (bench/arc_official.py), which visits ties last first: over 100 digits the two spellings of
+    this ensemble gave 31.5 % and 24.0 %. The default tries both orders, so either spelling
+    gives L = 0."""
+    (example,) = [example for example in digits_examples if example.id == "digits-0068"]
+    found = {}
+    for spec in ("ensemble:0.5*builtin:digits-cnn,0.5*builtin:digits-cnn-at",
+                 "ensemble:0.5*builtin:digits-cnn-at,0.5*builtin:digits-cnn"):
+        model = load_model(spec)
+        for tie_orders in (True, False):
+            (output,) = build_attack("arc", {"eps": 0.15, "tie_orders": tie_orders}).run(model, [example], 0)
+            found[spec.split("*")[1].split(",")[0], tie_orders] = float(
+                model.correctness(output.adversarial[None], torch.tensor([example.label]))[0])
+    assert found == pytest.approx({("builtin:digits-cnn", True): 0.0, ("builtin:digits-cnn", False): 0.5,
+                                   ("builtin:digits-cnn-at", True): 0.0, ("builtin:digits-cnn-at", False): 0.0}, abs=1e-6)
 
 
 def test_one_candidate_plane_follows_the_decoy():

@@ -195,9 +195,36 @@ def test_wda_breaks_the_standard_cnn_at_least_as_often_as_pgd(digits_model, digi
     assert broken["wda"] >= broken["pgd"] > 0
 
 
+class TwoRivals(nn.Module):
+    """Two pixels at 0.5, label 0 (logit 0). Rival 1 reads pixel 0: margin −0.2, rate 1, so it
+    gains most from one step but stays below 0 in the L∞ ball of 0.1. Rival 2 reads pixel 1:
+    margin −0.55, rate 6, so one step leaves it behind, and the ball's corner flips it (+0.05)."""
+
+    def forward(self, x):
+        flat = x.flatten(1)
+        return torch.stack([torch.zeros(len(x)), flat[:, 0] - 0.7, 6 * flat[:, 1] - 3.55], dim=1)
+
+
+def test_wda_probes_each_rival_on_its_own_where_one_trajectory_is_led_astray():
+    """Alg. 1 as written (one trajectory taking the best candidate at each probing step) takes
+    rival 1, which wins the first step, keeps it, and never flips the point; probing each rival
+    on its own from X_i (the official code's reading, the default) finds rival 2's boundary.
+    On the built-in digits CNN the shared trajectory left 22 % of 100 digits unbroken at L∞ 0.01,
+    the separate probes 16 % (the official code: 18 %)."""
+    model = from_module(TwoRivals(), input_size=(1, 1, 2))
+    example = [Example("0", torch.full((1, 1, 2), 0.5), 0)]
+    found = {}
+    for probing in ("shared", "separate"):
+        (output,) = build_attack("wda", {"eps": 0.1, "probing": probing}).run(model, example, 0)
+        assert float((output.adversarial - example[0].input).abs().max()) <= 0.1 + 1e-7
+        found[probing] = int(model.logits(output.adversarial[None]).argmax())
+    assert found == {"shared": 0, "separate": 2}
+
+
 def test_wda_is_batch_size_independent(digits_model, digits_examples):
     examples = digits_examples[:10]
     for attack in (build_attack("wda", {"eps": 0.03, "maxiter": 5, "probe": 2}),
+                   build_attack("wda", {"eps": 0.03, "maxiter": 5, "probe": 2, "probing": "shared"}),
                    build_attack("wda_pp", {"eps": 0.03, "maxiter": 8})):
         together = attack.run(digits_model, examples, 0)
         alone = [attack.run(digits_model, [example], 0)[0] for example in examples]
