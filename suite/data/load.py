@@ -221,7 +221,7 @@ def _hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:
         extra = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
         # Read afresh each time: `datasets` keys its cache on the path, size and modification
         # time, so a file edited in place that keeps them (cp -p, rsync -a, tar x) gave its old
-        # rows, and the same fingerprint (:func:`_content_fingerprint` records the bytes').
+        # rows, and the same fingerprint (:func:`~suite.data.local.content_fingerprint` records the bytes').
         return _loading(name, config, lambda: datasets.load_dataset(
             builder, data_files={config.split: str(path)}, split=config.split, download_mode="force_redownload",
             **extra), local=True)

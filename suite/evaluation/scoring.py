@@ -224,12 +224,13 @@ def score_batch(model: Classifier, examples: Sequence[Example], outputs: Sequenc
     if not bool(finite.all()):
         logger.warning("%d adversarial input(s) of %d give no valid logits (a NaN, or an infinite largest logit) on "
                        "%r: counted as misclassified", int((~finite).sum()), len(examples), model.info.name)
+    decided = decide(logits, torch.tensor([example.label for example in examples])).tolist()
     scores = []
     for row, (example, output, correct) in enumerate(zip(examples, outputs, clean_correct)):
         if near[row]:
             scores.append(score_output(model, example, output, correct))
             continue
-        prediction = _decision(logits[row], example.label)
+        prediction = decided[row]
         right = prediction == example.label and bool(finite[row])  # as Classifier.correctness
         scores.append({"robust": min(float(right), correct), "prediction": prediction,
                        "confidence": confidence(logits[row])})

@@ -7,8 +7,9 @@ Contract (see the design notes):
 - :meth:`Classifier.logits` returns raw logits N×C (never probabilities) in eval mode, without
   gradients unless ``grad=True`` is asked for;
 - :meth:`Classifier.correctness` gives each example's correctness in [0, 1]: the label's logit
-  strictly above every other (:func:`decide`) for a deterministic model, the exact expectation over its randomness for a randomized one
-  (a randomized ensemble overrides it). Every accuracy the suite reports is a mean of these.
+  strictly above every other (:func:`decide`) for a deterministic model, the exact expectation
+  over its randomness for a randomized one (a randomized ensemble overrides it). Every accuracy
+  the suite reports is a mean of these.
 """
 
 from __future__ import annotations
@@ -127,8 +128,8 @@ class Classifier(ABC):
         For a deterministic model, 1 where the label's logit is strictly above every other
         (:func:`decide`: a tie for the top is not a decision for the label) and 0 elsewhere; a
         row that gives no answer (:func:`answered`: a NaN, a +inf) is never correct, since
-        ``argmax`` would pick the NaN. A randomized model overrides this with its exact expected accuracy
-        per example.
+        ``argmax`` would pick the NaN. A randomized model overrides this with its exact expected
+        accuracy per example.
 
         Args:
             batch: Inputs, as for :meth:`logits`.

@@ -181,9 +181,9 @@ def expected_accuracy(member_logits: torch.Tensor, labels: torch.Tensor, alphas:
     Args:
         member_logits: M×N×C logits of ``members`` (indices into ``alphas``), in that order.
     """
-    members_, examples, classes = member_logits.shape
-    decided = decide(member_logits.reshape(-1, classes), labels.to(member_logits.device).repeat(members_))
-    right = ((decided.view(members_, examples).cpu() == labels.cpu().view(1, -1))
+    count, examples, classes = member_logits.shape
+    decided = decide(member_logits.reshape(-1, classes), labels.to(member_logits.device).repeat(count))
+    right = ((decided.view(count, examples).cpu() == labels.cpu().view(1, -1))
              & answered(member_logits).cpu()).double()
     weights = torch.tensor([alphas[index] for index in members], dtype=torch.float64).view(-1, 1)
     return (weights * right).sum(dim=0).float()

@@ -192,7 +192,7 @@ def apgd_updater(attack: GradientAttack, steps: int, rho: float = 0.75, momentum
             # on a GPU at a large batch those passes are what a step costs beyond the model's):
             # x + η·s(∇) in one pass, the momentum step x + α(z − x) as one interpolation.
             step = attack.geometry.step(grad, 1.0)
-            z = project(torch.addcmul(points, step, schedule.eta.view(shape).to(step.dtype)))
+            z = project(torch.addcmul(points, step, schedule.eta.view(shape)))
             if first:
                 moved = z
             else:
