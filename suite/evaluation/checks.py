@@ -17,6 +17,7 @@ from suite.data.base import Example
 from suite.losses import cross_entropy, reduce_loss
 from suite.models.base import Classifier
 from suite.models.ensemble import is_ensemble
+from suite.models.randomized import Randomized, changes_across_queries, spread
 
 if TYPE_CHECKING:
     from suite.evaluation.prepare import PreparedTask
@@ -87,21 +88,13 @@ def check_grad_mode(model: Classifier, examples: Sequence[Example]) -> list[str]
     scored = model.logits(x).detach().float()
     with torch.enable_grad():
         attacked = model.logits(x.clone().requires_grad_(True), grad=True).detach().float()
-    difference, scale = _difference(scored, attacked)
+    difference, scale = spread(scored, attacked)
     if not difference <= 1e-2 * scale:  # NaN counts as a change
         changed = int((scored.argmax(dim=1) != attacked.argmax(dim=1)).sum())
         return [f"the model answers differently when gradients are taken (logits differ by up to {difference:.3g}; "
                 f"{changed} of {len(batch)} decisions change): attacks search another function than the one scored, "
                 "so robust accuracy may be overstated; make its forward pass the same with autograd on and off"]
     return []
-
-
-def _difference(first: torch.Tensor, second: torch.Tensor) -> tuple[float, float]:
-    """The largest difference of two passes' logits, and their scale, both after centring each
-    row (a constant added to every logit changes no decision, and would hide a difference
-    under a tolerance relative to the largest logit)."""
-    first, second = (logits - logits.mean(dim=1, keepdim=True) for logits in (first, second))
-    return float((first - second).abs().max()), 1.0 + float(first.abs().max())
 
 
 #: Random steps a gradient step is compared with (:func:`check_gradient_direction`).
@@ -225,26 +218,25 @@ def check_score_plateaus(model: Classifier, examples: Sequence[Example]) -> list
 def check_randomness(model: Classifier, examples: Sequence[Example]) -> list[str]:
     """Warn when the model answers the same query differently twice.
 
-    A randomized model scored on one draw of its randomness, and attacked through another, has
-    robustness that is partly luck; gradient attacks on it see noise. A randomized ensemble
-    belongs behind ``ensemble:``, where it is scored exactly and attacked with ARC. Two forward
-    passes of at most :data:`CHECK_EXAMPLES` examples; differences under 1e-3 of the centred
-    logits' scale (kernel rounding on a GPU) are not randomness.
+    A randomized image model is evaluated through :class:`~suite.models.randomized.Randomized`
+    (EOT, expected accuracy), which answers identical queries identically, so this warns only of
+    what that does not cover: a randomized text model, scored on one draw of its randomness and
+    attacked through others, whose robustness is then partly luck. A randomized ensemble belongs
+    behind ``ensemble:``, where it is scored exactly and attacked with ARC. Two forward passes
+    of at most :data:`CHECK_EXAMPLES` examples (:func:`~suite.models.randomized.changes_across_queries`).
     """
     if not examples:
         return []
     from suite.evaluation.scoring import stack
 
     batch = stack(model, [example.input for example in examples[:CHECK_EXAMPLES]])
-    first, second = model.logits(batch).float(), model.logits(batch).float()
-    difference, scale = _difference(first, second)
-    if not difference <= 1e-3 * scale:  # NaN counts as a change
-        changed = int((first.argmax(dim=1) != second.argmax(dim=1)).sum())
+    changes, difference, flipped = changes_across_queries(model, batch)
+    if changes:
         return [f"the model's outputs change across identical queries (logits differ by up to {difference:.3g}; "
-                f"{changed} of {len(first)} decisions flipped): it is randomized, and one draw is neither its "
+                f"{flipped} of {len(batch)} decisions flipped): it is randomized, and one draw is neither its "
                 f"accuracy nor what an attack faces; if it is a randomized ensemble, evaluate it as "
                 f"ensemble:<p>*<spec>,... (exact expected accuracy) with arc and apgd_rec; otherwise expect "
-                f"gradient attacks to overstate its robustness"]
+                f"its attacks to overstate its robustness"]
     return []
 
 
@@ -356,17 +348,23 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
     model, attacks = prepared.model, prepared.attacks
     correct = prepared.attacked()
     metrics = {name: {"robust_accuracy": value} for name, value in robust_accuracy.items()}
+    # A randomized image model is evaluated through its view (EOT, expected accuracy), which
+    # answers identical queries identically, unless its draws come from a source the suite
+    # cannot seed (its note says so already): the checks that compare passes are left out then.
+    view = isinstance(model, Randomized)
+    randomness = [] if view else check_randomness(model, prepared.eval_set.examples)
+    noisy = bool(randomness) or (view and not model.reproducible)
     warnings = [
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
-        *(randomness := check_randomness(model, prepared.eval_set.examples)),
-        *([] if randomness or is_ensemble(model) else check_grad_mode(model, prepared.eval_set.examples)),
-        *([] if randomness else check_score_plateaus(model, correct)),
+        *randomness,
+        *([] if noisy or is_ensemble(model) else check_grad_mode(model, prepared.eval_set.examples)),
+        *([] if noisy else check_score_plateaus(model, correct)),
         *check_ensemble_attacks(model, attacks),
         *(zero := check_zero_gradients(model, correct)),
-        *([] if randomness or zero or is_ensemble(model)
+        *([] if noisy or zero or is_ensemble(model)
           else check_gradient_direction(model, attacks, correct, robust_accuracy)),
         *check_black_box({name: attack for name, attack in attacks.items() if name in metrics}, metrics),
-        *check_reduction(model, attacks, correct, prepared.attack_seed),
+        *([] if noisy and view else check_reduction(model, attacks, correct, prepared.attack_seed)),
     ]
     for warning in warnings:
         logger.warning("%s: %s", prepared.name, warning)

@@ -38,6 +38,7 @@ from suite.evaluation.scoring import SCORING_VERSION
 from suite.models import Classifier, load_model
 from suite.models.card import declared_threat_model
 from suite.models.ensemble import is_ensemble
+from suite.models.randomized import randomized_view
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,13 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         else:
             notes.append(f"channels-last applies on CUDA; this run on the {model.device.type} is unchanged")
             logger.warning("%s: %s", task.name, notes[-1])
+    # A randomized model (not an ensemble) is attacked through EOT and scored by its expected
+    # accuracy (suite.models.randomized): one draw is neither its accuracy nor what attacks face.
+    model, randomized = randomized_view(model, [example.input for example in eval_set.examples],
+                                        options.seed if task.attack_seed is None else task.attack_seed)
+    if randomized is not None:
+        notes.append(randomized)
+        logger.warning("%s: %s", task.name, randomized)
     fit_set = None
     if {"cal", "opt", "platt"} & set(adversary.kinds):
         if adversary.split is None:

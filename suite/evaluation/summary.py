@@ -95,6 +95,7 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         task=task.name,
         model=ModelEntry(spec=info.spec, name=info.name, revision=info.revision, temperature=info.temperature,
                          weights=prepared.model.weights_hash(), members=info.extra.get("members"),
+                         randomized=info.extra.get("randomized"),
                          threat_model=info.threat_model),
         dataset=DatasetEntry(spec=eval_set.spec, split=eval_set.split, n=len(eval_set), size=eval_set.size,
                              fingerprint=eval_set.fingerprint, columns=dict(eval_set.columns)),

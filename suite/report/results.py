@@ -54,6 +54,15 @@ class MemberEntry(_Strict):
     probability: float = Field(ge=0, le=1)
 
 
+class RandomizedEntry(_Strict):
+    """How a randomized model (not an ensemble) was evaluated (:mod:`suite.models.randomized`)."""
+
+    #: Draws each attack query is averaged over (EOT).
+    eot_draws: int = Field(ge=1)
+    #: Fresh draws each example's expected accuracy is estimated from.
+    score_draws: int = Field(ge=1)
+
+
 class ModelEntry(_Strict):
     spec: str
     name: str
@@ -63,6 +72,9 @@ class ModelEntry(_Strict):
     weights: str | None = None
     #: A randomized ensemble's members (``None`` for any other model).
     members: list[MemberEntry] | None = None
+    #: A randomized model that is not an ensemble: its accuracies are expected accuracies, each
+    #: example's estimated from draws (``None`` for any other model).
+    randomized: RandomizedEntry | None = None
     #: The threat model the model declares it was trained for (its card); ``None``: none.
     threat_model: Threat | None = None
 

@@ -1,0 +1,220 @@
+"""Randomized models that are not ensembles: attacked through the expectation over their
+randomness, scored by their expected accuracy over fresh draws.
+
+A model whose answer to one query changes from call to call (noise added to its input or
+activations, dropout left on, a random resize and pad) has no single prediction: one draw is
+neither its accuracy nor what an attack faces. Scored on one draw, an example counts as right
+or wrong by luck; attacked through one draw a step, an attack follows the gradient of that
+draw, noise included, and stalls (Athalye, Carlini & Wagner, "Obfuscated Gradients Give a
+False Sense of Security", ICML 2018, Sec. 4.2: Expectation over Transformation). AutoAttack's
+``version='rand'`` runs APGD with the gradient averaged over 20 draws and scores one draw.
+
+:class:`Randomized` makes such a model what every attack and score of the suite expects, a
+deterministic classifier, without hiding its randomness:
+
+- :meth:`~Randomized.logits`: for each input row, ``log (1/N) Σ_k softmax(f(x; ω_k))`` over
+  N = :data:`EOT_DRAWS` draws ω_k, the log-probabilities of the answer one query gets, averaged
+  over the randomness (as a randomized ensemble's ``logits``). An attack's gradient through it
+  is the EOT gradient of that expected answer. *Deviation from AutoAttack's rand version*: it
+  averages the gradients of the loss of each draw, E[∇ℓ(f(x; ω))]; this differentiates the
+  loss of the averaged answer, ∇ℓ(E[softmax f(x; ω)]), the objective that decides the averaged
+  answer, and one attacks see with the same number of passes.
+- :meth:`~Randomized.correctness`: each example's expected accuracy, estimated as the share of
+  M = :data:`SCORE_DRAWS` fresh draws (not those the attacks saw) that decide for the label
+  (:func:`~suite.models.base.decide`, one draw at a time). So every accuracy is the model's
+  expected accuracy up to the estimate's sampling error (at most 0.5/√M = 0.05 per example, and
+  the mean of n examples' estimates within 0.05/√n of the truth, one standard error), where one
+  draw's verdict is off by up to 1 per example.
+
+**Determinism.** The draws of a row are seeded from a hash of the row's bytes, the run's seed
+and their use (the attacks' or the score's), and the row is run on its own (N or M copies of it
+as one batch): a row's draws never depend on the rows beside it, the batch size, the process
+count or the order of calls. The model is thereby a deterministic function, and records resume
+and merge as for any model. The draws come from torch's global generators (and Python's and
+NumPy's, seeded too), forked for each row and given back after. What holds on CUDA is what holds
+for the base model (kernels round differently in batches of another size).
+
+**Cost.** Every row an attack sends costs N rows of the base model in its own call, and every
+score M: an evaluation of a randomized model costs about N times one of a deterministic one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from suite.models.base import Classifier, answered, decide
+from suite.models.temperature import LogitView
+
+#: Draws an attack's query is averaged over (AutoAttack's rand version: ``eot_iter`` 20).
+EOT_DRAWS = 20
+#: Fresh draws each example's expected accuracy is estimated from.
+SCORE_DRAWS = 100
+#: Examples the randomness probe runs on (two passes each).
+PROBE_EXAMPLES = 16
+
+
+def spread(first: torch.Tensor, second: torch.Tensor) -> tuple[float, float]:
+    """The largest difference of two passes' logits, and their scale, both after centring each
+    row (a constant added to every logit changes no decision, and would hide a difference
+    under a tolerance relative to the largest logit)."""
+    first, second = (logits - logits.mean(dim=1, keepdim=True) for logits in (first, second))
+    return float((first - second).abs().max()), 1.0 + float(first.abs().max())
+
+
+def changes_across_queries(model: Classifier, batch: Any) -> tuple[bool, float, int]:
+    """Whether ``model`` answers the same query differently twice: two passes of ``batch``
+    (differences under 1e-3 of the centred logits' scale, kernel rounding on a GPU, are not
+    randomness). Also the largest difference and the decisions that flipped. The global
+    generators are seeded 0 for the first pass and 1 for the second, so what it finds is the
+    same from run to run."""
+    passes = []
+    for seed in (0, 1):
+        with seeded(seed, model.device):
+            passes.append(model.logits(batch).float())
+    first, second = passes
+    difference, scale = spread(first, second)
+    flipped = int((first.argmax(dim=1) != second.argmax(dim=1)).sum())
+    return not difference <= 1e-3 * scale, difference, flipped  # NaN counts as a change
+
+
+def row_seed(row: torch.Tensor, seed: int, use: str) -> int:
+    """The seed of one row's draws: a hash of its shape and float32 bytes, the run seed and what
+    the draws are for (``attack`` or ``score``)."""
+    digest = hashlib.sha256(f"{use}\x00{seed}\x00{tuple(row.shape)}\x00".encode())
+    digest.update(row.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return int.from_bytes(digest.digest()[:8], "little") >> 1
+
+
+@contextlib.contextmanager
+def seeded(seed: int, device: torch.device) -> Iterator[None]:
+    """Torch's (the CPU's and ``device``'s), Python's and NumPy's global generators seeded with
+    ``seed`` inside, and given back their states after."""
+    devices = [torch.cuda.current_device() if device.index is None else device.index] if device.type == "cuda" else []
+    state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=devices):
+        # Not torch.manual_seed: it also queues the seed, with the caller's stack, for every
+        # device type not in use (2.4 ms a call here, against 0.01 ms for the generators used).
+        torch.default_generator.manual_seed(seed)
+        if devices:
+            torch.cuda.default_generators[devices[0]].manual_seed(seed)
+        elif device.type == "mps":
+            torch.mps.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed % (1 << 32))
+        try:
+            yield
+        finally:
+            random.setstate(state[0])
+            np.random.set_state(state[1])
+
+
+class Randomized(LogitView):
+    """``base``, a randomized image model, as a deterministic classifier: logits averaged over
+    ``draws`` draws per row, correctness the share of ``score_draws`` fresh draws that decide
+    for the label (see the module's docstring).
+
+    Args:
+        base: The randomized model.
+        seed: The run's attack seed (part of every row's draw seed).
+        draws: Draws per row an attack's query is averaged over.
+        score_draws: Draws per example its expected accuracy is estimated from.
+    """
+
+    def __init__(self, base: Classifier, seed: int, draws: int = EOT_DRAWS, score_draws: int = SCORE_DRAWS) -> None:
+        super().__init__(base)
+        self.seed, self.draws, self.score_draws = seed, draws, score_draws
+        #: Whether its draws are reproducible: the base model draws from the global generators
+        #: this view seeds (:func:`randomized_view` probes it).
+        self.reproducible = True
+        self.info = replace(base.info, extra={**base.info.extra,
+                                              "randomized": {"eot_draws": draws, "score_draws": score_draws}})
+
+    @property
+    def thread_safe(self) -> bool:
+        return False  # its draws seed the global generators
+
+    def weights_hash(self) -> str:
+        described = f"{self.base.weights_hash()}\nrandomized:{self.seed}:{self.draws}:{self.score_draws}"
+        return "sha256-" + hashlib.sha256(described.encode()).hexdigest()[:16]
+
+    def draw(self, row: torch.Tensor, count: int, use: str) -> torch.Tensor:
+        """``count`` draws of the base model's logits on one input row (count×C, float32), as
+        one batch of copies of it, seeded for that row and ``use``."""
+        with seeded(row_seed(row, self.seed, use), self.device):
+            return self.base.logits(row.unsqueeze(0).repeat(count, *([1] * row.dim())),
+                                    grad=torch.is_grad_enabled()).float()
+
+    def _forward(self, batch: Any) -> torch.Tensor:
+        rows = [_averaged(self.draw(row, self.draws, "attack")) for row in batch]
+        return torch.stack(rows) if rows else torch.empty(0, self.num_classes, device=self.device)
+
+    def scores(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The averaged logits and the expected accuracy, both from the score's draws."""
+        logits, correct = [], []
+        with torch.no_grad():
+            for row, label in zip(batch, labels.tolist()):
+                drawn = self.draw(row, self.score_draws, "score")
+                logits.append(_averaged(drawn))
+                correct.append(_share_correct(drawn, label))
+        if not logits:
+            return torch.empty(0, self.num_classes, device=self.device), torch.empty(0)
+        return torch.stack(logits), torch.tensor(correct, dtype=torch.float32)
+
+    def correctness(self, batch: Any, labels: torch.Tensor, *, logits: torch.Tensor | None = None) -> torch.Tensor:
+        """Each example's share of :attr:`score_draws` fresh draws that decide for its label;
+        ``logits`` are ignored."""
+        return self.scores(batch, labels)[1]
+
+    def relu_cell(self, x: Any) -> torch.Tensor | None:
+        return None
+
+    def cell_support(self) -> str | None:
+        return "a randomized model has no one activation cell"
+
+    def float64_logits(self, batch: Any) -> torch.Tensor | None:
+        return None
+
+    def lipschitz_bound(self) -> tuple[float | None, str]:
+        return None, "no certified Lipschitz bound for a randomized model"
+
+
+def _averaged(drawn: torch.Tensor) -> torch.Tensor:
+    """log (1/k) Σ softmax over k draws (k×C → C)."""
+    return torch.logsumexp(torch.log_softmax(drawn, dim=-1), dim=0) - math.log(len(drawn))
+
+
+def _share_correct(drawn: torch.Tensor, label: int) -> float:
+    labels = torch.full((len(drawn),), label, dtype=torch.long)
+    right = (decide(drawn, labels).cpu() == label) & answered(drawn).cpu()
+    return float(right.double().mean())
+
+
+def randomized_view(model: Classifier, inputs: Sequence[torch.Tensor], seed: int) -> tuple[Classifier, str | None]:
+    """``model`` as :class:`Randomized` where it is a randomized image model (not an ensemble,
+    whose exact expected accuracy needs no draws) that answers identical queries differently,
+    with a note saying so; else ``model`` itself and ``None``."""
+    if model.modality != "image" or getattr(model, "alphas", None) is not None or not inputs:
+        return model, None
+    changes, difference, flipped = changes_across_queries(model, torch.stack(list(inputs[:PROBE_EXAMPLES])))
+    if not changes:
+        return model, None
+    view, probe = Randomized(model, seed), torch.stack(list(inputs[:PROBE_EXAMPLES]))
+    note = (f"the model is randomized (its logits differ by up to {difference:.3g} across identical queries, "
+            f"{flipped} of {len(probe)} decisions flipped): every attack sees the average of {view.draws} draws "
+            f"per query (EOT), and every accuracy is its expected accuracy, each example's estimated from "
+            f"{view.score_draws} fresh draws; it costs about {view.draws}x a deterministic model's evaluation")
+    if changes_across_queries(view, probe)[0]:
+        view.reproducible = False
+        note += ("; its draws come from a source the suite cannot seed (not torch's, Python's or NumPy's global "
+                 "generators), so they differ from run to run: its numbers are not reproducible, and a resumed "
+                 "run is refused when its clean pass differs")
+    return view, note
