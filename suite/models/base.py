@@ -54,6 +54,26 @@ def decide(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return torch.where(wins, labels.squeeze(1), rival)
 
 
+def attack_decide(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """:func:`decide` as an attack's early exit reads it: a search stops an example, and counts
+    it broken, when this is not its label.
+
+    Logits that carry the draws they average (a randomized model's view sets ``logits.draws``,
+    R×N×C: :class:`~suite.models.randomized.Randomized`) decide for the label while any draw
+    does, and otherwise for the averaged logits' largest other class: an example is broken
+    only when no draw the attack saw decides for its label, not when the averaged answer first
+    flips (where up to half the draws may still be right). Other logits: :func:`decide`."""
+    decided = decide(logits.detach(), labels)
+    draws = getattr(logits, "draws", None)
+    if draws is None:
+        return decided
+    rows, count, classes = draws.shape
+    labels = labels.to(logits.device)
+    per_draw = decide(draws.reshape(rows * count, classes), labels.repeat_interleave(count)).view(rows, count)
+    rival = logits.detach().scatter(1, labels.view(-1, 1), float("-inf")).argmax(dim=1)
+    return torch.where((per_draw == labels.view(-1, 1)).any(dim=1), labels, rival)
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """Identity of a loaded model, as recorded in results.

@@ -9,6 +9,9 @@ Deviations from the papers, all standard practice and all in the attacker's favo
 stops as soon as one of its iterates is misclassified, and that iterate is kept (the papers run
 every step and return the last one); otherwise the iterate with the highest objective is kept
 ("best iterate"); with ``restarts > 1`` only examples still correctly classified are restarted.
+On a randomized model's view (:class:`~suite.models.randomized.Randomized`) an example is
+misclassified only when none of the draws its logits average decides for the label
+(:func:`~suite.models.base.attack_decide`), and the search runs every step, as EOT PGD does.
 Under ``precision: fp16|bf16`` the search runs under autocast. The attack returns its kept
 iterate and no verdict: the evaluation layer scores it on the served model in float32, so
 success is never decided in low precision.
@@ -34,7 +37,7 @@ from suite.attacks.image.search import (EVALUATION, TRAINING, Found, HostCopy, S
                                         select_rows)
 from suite.data.base import Example
 from suite.losses import LossName, Reduction, objective, reduce_loss
-from suite.models.base import Classifier, decide
+from suite.models.base import Classifier, attack_decide
 from suite.seeding import example_generator
 from suite.threat import MAX_RADIUS
 
@@ -181,6 +184,9 @@ class GradientAttack(Attack):
             mode: Evaluation (stop at success, keep the best iterate) or training.
         """
         rows_total = len(x)
+        # A randomized model's search runs every step, as EOT PGD does (Randomized.runs_every_step):
+        # an example is still kept at its iterates that fool every draw the attack saw.
+        stops = mode.stop_on_success and not getattr(model, "runs_every_step", False)
         row_per_example = groups is None
         groups = torch.arange(rows_total, device=x.device) if groups is None else groups
         done = torch.zeros(int(groups.max()) + 1 if rows_total else 0, dtype=torch.bool, device=x.device)
@@ -201,7 +207,7 @@ class GradientAttack(Attack):
         # forward pass that updates it (HostCopy): waiting for it does not wait for the backward
         # pass queued behind it, so on CUDA the device keeps working while the host sizes the
         # next pass. The rows are exactly those of a synchronous read.
-        if mode.stop_on_success:
+        if stops:
             groups_host = HostCopy(groups).get()
         for step in range(steps + 1):
             grad_needed = step < steps
@@ -215,7 +221,9 @@ class GradientAttack(Attack):
                 value = mode.objective(logits.float(), live_groups)
             else:
                 value = objective(loss, logits, labels, live_targets)
-            predicted = decide(logits.detach(), labels)  # a tie for the top breaks an example, as scored
+            # A tie for the top breaks an example, as scored; a randomized model's is broken when
+            # no draw of its averaged logits decides for the label (attack_decide).
+            predicted = attack_decide(logits, labels)
             hit = predicted != labels
             scored = value.detach()
             # Masked writes (torch.where) rather than boolean indexing: the same values, and the
@@ -225,12 +233,16 @@ class GradientAttack(Attack):
                 live.success, live.best, live.predictions = hit, inputs.detach(), predicted
                 live.values = scored.to(live.values.dtype)
             else:
-                keep = hit | (scored > live.values)
+                # A hit beats a miss, and then only a higher objective beats it: the same as
+                # hit | higher where rows stop at their first hit (a kept hit never steps again),
+                # and a search that runs on (a randomized model's) keeps a hit over later misses.
+                higher = scored > live.values
+                keep = torch.where(live.predictions != labels, hit & higher, hit | higher)
                 live.success = live.success | hit
                 live.best = torch.where(keep.view((-1,) + (1,) * (current.dim() - 1)), inputs.detach(), live.best)
                 live.values = torch.where(keep, scored, live.values).to(live.values.dtype)
                 live.predictions = torch.where(keep, predicted, live.predictions)
-            if mode.stop_on_success:
+            if stops:
                 if row_per_example and len(ids) == rows_total:
                     done = done | hit
                 elif row_per_example:  # a live row's example is not done yet: or-ing is writing
@@ -247,7 +259,7 @@ class GradientAttack(Attack):
             # the largest float's (its direction). A finite gradient is unchanged, bit for bit.
             grad = grad.nan_to_num()
             points = inputs.detach()
-            if mode.stop_on_success:
+            if stops:
                 still = ~done_host.get()[groups_host]
                 if not bool(still.all()):  # some rows stopped at this step: keep what they found
                     live.queries = torch.full_like(live.queries, step + 1)  # every live row's passes so far
