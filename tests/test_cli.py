@@ -39,7 +39,7 @@ def test_evaluate_text_model_with_deepwordbug(tmp_path, capsys):
     weights = results["model"].pop("weights")
     assert results["model"] == {"spec": "builtin:sentiment-tiny", "name": "builtin:sentiment-tiny",
                                 "revision": SENTIMENT_VERSION, "temperature": 1.0, "members": None,
-                                "threat_model": None}
+                                "randomized": None, "threat_model": None}
     assert weights.startswith("sha256-") and json.loads((out / "run.json").read_text())["weights"] == weights
     assert results["dataset"]["spec"] == "builtin:sentiment" and results["dataset"]["n"] == 20
     entry = results["attacks"]["deepwordbug"]

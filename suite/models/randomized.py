@@ -221,10 +221,18 @@ def randomized_view(model: Classifier, inputs: Sequence[torch.Tensor], seed: int
     with a note saying so; else ``model`` itself and ``None``."""
     if model.modality != "image" or getattr(model, "alphas", None) is not None or not inputs:
         return model, None
-    changes, difference, flipped = changes_across_queries(model, torch.stack(list(inputs[:PROBE_EXAMPLES])))
+    probe = torch.stack(list(inputs[:PROBE_EXAMPLES]))
+    while True:  # a model that runs out of memory on 16 rows is probed on fewer (the run halves its batches too)
+        try:
+            changes, difference, flipped = changes_across_queries(model, probe)
+            break
+        except RuntimeError as error:  # torch.OutOfMemoryError, and other backends' "out of memory"
+            if len(probe) == 1 or "out of memory" not in str(error).lower():
+                raise
+            probe = probe[: len(probe) // 2]
     if not changes:
         return model, None
-    view, probe = Randomized(model, seed), torch.stack(list(inputs[:PROBE_EXAMPLES]))
+    view = Randomized(model, seed)
     note = (f"the model is randomized (its logits differ by up to {difference:.3g} across identical queries, "
             f"{flipped} of {len(probe)} decisions flipped): every attack sees the average of {view.draws} draws "
             f"per query (EOT), and every accuracy is its expected accuracy, each example's estimated from "
