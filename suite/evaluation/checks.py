@@ -351,8 +351,10 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
     # A randomized image model is evaluated through its view (EOT, expected accuracy), which
     # answers identical queries identically, unless its draws come from a source the suite
     # cannot seed (its note says so already): the checks that compare passes are left out then.
+    # Preparation probed every other image model already (randomized_view), on the same
+    # examples under the same seeds: only text models are probed here.
     view = isinstance(model, Randomized)
-    randomness = [] if view else check_randomness(model, prepared.eval_set.examples)
+    randomness = [] if model.modality == "image" else check_randomness(model, prepared.eval_set.examples)
     noisy = bool(randomness) or (view and not model.reproducible)
     warnings = [
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
