@@ -127,7 +127,7 @@ def _forward_backward(model: Any, rows: int, shape: Any, precision: str) -> None
     """One forward+backward (input gradient) of ``rows`` random inputs of ``shape``."""
     import torch
 
-    from suite.attacks.image.driver import autocast
+    from suite.attacks.image.loop import autocast
 
     generator = torch.Generator(device="cpu").manual_seed(0)
     inputs = torch.rand((rows, *shape), generator=generator).to(model.device).requires_grad_(True)

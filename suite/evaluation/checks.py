@@ -321,7 +321,7 @@ def check_reduction(model: Classifier, attacks: Mapping[str, Attack], examples: 
 def _steps_changed_by_mean(model: Classifier, attack: Attack, batch: Sequence[Example]) -> int:
     """How many examples of ``batch`` take a different step (cosine < 0.99, or zero against
     non-zero) when ``attack``'s step rule is fed the mean-reduced instead of the summed gradient."""
-    from suite.attacks.image.driver import autocast
+    from suite.attacks.image.loop import autocast
 
     x = torch.stack([ex.input for ex in batch]).to(model.device, torch.float32)
     y = torch.tensor([ex.label for ex in batch], device=model.device)

@@ -75,7 +75,7 @@ def check_precision(model: Classifier, precision: Precision, example: Example) -
     ``example`` under autocast must run and give finite logits where float32 does."""
     if precision == "fp32":
         return
-    from suite.attacks.image.driver import autocast
+    from suite.attacks.image.loop import autocast
 
     x = example.input.unsqueeze(0).to(model.device, torch.float32)
     try:

@@ -58,7 +58,7 @@ import torch
 from pydantic import Field
 
 from suite.attacks.base import register_attack
-from suite.attacks.image.driver import autocast
+from suite.attacks.image.loop import autocast
 from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.attacks.image.norms import _per_example
 from suite.attacks.image.rec import L_TOLERANCE, RECAttack, EnsembleState
@@ -198,7 +198,7 @@ class ARC(RECAttack):
         other = others.reshape(-1)
         h = row_logits.gather(1, own.view(-1, 1)).squeeze(1) - row_logits.gather(1, other.view(-1, 1)).squeeze(1)
         (w,) = torch.autograd.grad(h.sum(), rows)
-        w = w.float().nan_to_num()  # a NaN direction would be a NaN point (as in GradientAttack._search)
+        w = w.float().nan_to_num()  # a NaN direction would be a NaN point (as in loop.run_search)
         zeta = h.detach().abs() / _dual_norm(w, self._dual).clamp_min(1e-12)
         zeta = zeta.view(n, count)
         nearest = zeta.argmin(dim=1)

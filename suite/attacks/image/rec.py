@@ -32,7 +32,8 @@ import torch
 from pydantic import Field
 
 from suite.attacks.base import AttackOutput, register_attack
-from suite.attacks.image.driver import NormChoiceAttack, autocast
+from suite.attacks.image.driver import NormChoiceAttack
+from suite.attacks.image.loop import autocast
 from suite.attacks.image.search import EVALUATION, HostCopy, SearchMode
 from suite.data.base import Example
 from suite.errors import ConfigError

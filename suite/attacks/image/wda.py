@@ -67,7 +67,8 @@ import torch
 from pydantic import AliasChoices, Field
 
 from suite.attacks.base import AttackOutput, InfeasibleError, Threat, register_attack
-from suite.attacks.image.driver import NormChoiceAttack, autocast, image_outputs
+from suite.attacks.image.driver import NormChoiceAttack, image_outputs
+from suite.attacks.image.loop import autocast
 from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.data.base import Example
 from suite.losses import reduce_loss
