@@ -139,6 +139,21 @@ def _text_pair():
 
 IMAGES = (torch.rand(4, 1, 32, 32), [0, 1, 2, 3])
 
+
+def _noisy():
+    """A randomized defence (noise on its input on every query): one fixed function it is not."""
+    net = seeded_net()
+
+    class Noisy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, x):
+            return self.net(x + 0.1 * torch.randn_like(x))
+
+    return from_module(Noisy(), input_size=(1, 32, 32))
+
 REFUSED = {
     "model-an-int": (lambda: (42, IMAGES), ConfigError, "model must be a spec, a Classifier"),
     "data-an-int": (lambda: ("builtin:digits-cnn", 42), ConfigError, "dataset must be a spec"),
@@ -153,6 +168,7 @@ REFUSED = {
                       ConfigError, "is a randomized ensemble"),
     "ensemble-in-memory": (lambda: (_ensemble(), IMAGES), ConfigError, "is a randomized ensemble"),
     "ensemble-builtin": (lambda: ("builtin:digits-bat", None), ConfigError, "'builtin:digits-bat' is a randomized ensemble"),
+    "randomized-in-memory": (lambda: (_noisy(), IMAGES), ConfigError, "is randomized (its logits differ by up to"),
     "module-without-data": (lambda: (seeded_net(), None), ConfigError, "needs its input size"),
     "memory-model-without-data": (lambda: (from_module(seeded_net(), input_size=(1, 32, 32)), None), ConfigError,
                                   "names no dataset"),

@@ -11,7 +11,7 @@ from torch import nn
 
 import suite
 from suite.data.base import Example
-from suite.evaluation.checks import check_ensemble_attacks, check_randomness
+from suite.evaluation.checks import check_ensemble_attacks
 from suite.evaluation.recipe import parse_recipe
 from suite.models import load_model
 from suite.models.wrap import from_module
@@ -83,22 +83,24 @@ class Noisy(nn.Module):
         return self.linear(x.flatten(1)) + torch.randn(len(x), 3)
 
 
-def test_outputs_that_change_across_identical_queries_are_warned_about():
-    examples = [Example(i, torch.rand(1, 2, 2), i % 3) for i in range(8)]
-    noisy = from_module(Noisy(), input_size=(1, 2, 2))
-    (warning,) = check_randomness(noisy, examples)
-    assert "change across identical queries" in warning and "ensemble:" in warning
+def test_outputs_that_change_across_identical_queries_are_evaluated_through_draws():
+    from suite.models.randomized import Randomized, randomized_view
+
+    inputs = [torch.rand(1, 2, 2) for _ in range(8)]
+    view, note = randomized_view(from_module(Noisy(), input_size=(1, 2, 2)), inputs, seed=0)
+    assert isinstance(view, Randomized)
+    assert "randomized" in note and "ensemble:" in note
     deterministic = from_module(nn.Sequential(nn.Flatten(), nn.Linear(4, 3)), input_size=(1, 2, 2))
-    assert check_randomness(deterministic, examples) == []
-    assert check_randomness(load_model(PAIR), []) == []
+    assert randomized_view(deterministic, inputs, seed=0) == (deterministic, None)
+    ensemble = load_model(PAIR)  # exact expected accuracy: no draws
+    assert randomized_view(ensemble, inputs, seed=0) == (ensemble, None)
 
     class Offset(Noisy):  # the same noise beside a constant 1e6 on every logit (no decision changes)
         def forward(self, x):
             return super().forward(x) + 1e6
 
     # A tolerance relative to the largest logit hid it; rows are compared centred.
-    (warning,) = check_randomness(from_module(Offset(), input_size=(1, 2, 2)), examples)
-    assert "change across identical queries" in warning
+    assert isinstance(randomized_view(from_module(Offset(), input_size=(1, 2, 2)), inputs, seed=0)[0], Randomized)
 
 
 def test_a_model_that_answers_otherwise_under_autograd_is_warned_about():

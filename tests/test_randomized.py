@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -180,3 +181,55 @@ def test_a_search_that_runs_on_keeps_the_iterate_that_fooled_every_draw():
     found = attack._restart_search(Flicker(), x, y, [example_generator(0, "pgd_linf", 0)], steps=5, restarts=1,
                                    loss="ce", make_update=lambda origin, start: attack._ascent(origin, 0.02))
     assert found.predictions.tolist() == [1] and found.queries.tolist() == [6]
+
+
+class NoisyText(LogitView):
+    """A randomized text defence: Gaussian noise (σ = 4, against margins of 6-7.5) added to the logits on every query."""
+
+    def _forward(self, batch):
+        logits = self.base._forward(batch)
+        return logits + 4.0 * torch.randn_like(logits)
+
+    def text_rows(self, texts):
+        return self.logits(list(texts)).cpu() if texts else torch.empty(0, self.num_classes)
+
+
+def test_a_randomized_text_model_is_scored_by_expected_accuracy_and_batch_size_changes_nothing(sentiment_model,
+                                                                                                tmp_path):
+    """A text model whose answers change from query to query was scored on one draw, with a
+    warning: now its examples are scored by their share of 100 fresh draws, its attacks search
+    through the average of 20, and the records are the same at batch sizes 1 and 3."""
+    from suite.data.builtin import sentiment
+
+    split = sentiment("test")
+    texts, labels = list(split.inputs[:5]), list(split.labels[:5])
+    runs = []
+    for name, batch_size in (("one", 1), ("three", 3)):
+        results = suite.evaluate(NoisyText(sentiment_model), (texts, labels), attacks=["deepwordbug"],
+                                 adversary=["none"], output=tmp_path / name,
+                                 options=suite.RunOptions(batch_size=batch_size))
+        runs.append(_records(tmp_path / name))
+    assert any("randomized" in note and "EOT" in note for note in results.warnings)
+    assert not any("change across identical queries" in note for note in results.warnings)
+    assert runs[0] == runs[1]
+    clean = [r["correct"] for (kind, _, _), r in runs[0].items() if kind == "clean"]
+    assert all(abs(value * SCORE_DRAWS - round(value * SCORE_DRAWS)) < 1e-4 for value in clean)
+    assert any(0 < value < 1 for value in clean)
+    clean_by_id = {key: r["correct"] for (kind, _, key), r in runs[0].items() if kind == "clean"}
+    attacked = {key: r["robust"] for (kind, _, key), r in runs[0].items() if kind == "attack"}
+    assert attacked and all(0 <= value <= clean_by_id[key] for key, value in attacked.items())
+
+
+def test_a_randomized_text_models_embedding_gradient_is_summed_over_its_draws(sentiment_model):
+    """Gradient-guided text searches take the input-embedding gradient of the averaged answer:
+    through the view of a model with no randomness, its 20 identical draws sum to that model's
+    own gradient (one draw's share would be a 20th of it)."""
+    from suite.attacks.text.offline import import_textattack
+    from suite.attacks.text.wrapper import make_wrapper
+
+    import_textattack()
+    plain = make_wrapper(sentiment_model).get_grad("a great film")
+    averaged = make_wrapper(Randomized(sentiment_model, seed=0)).get_grad("a great film")
+    assert torch.equal(averaged["ids"], plain["ids"])
+    np.testing.assert_allclose(averaged["gradient"], plain["gradient"], rtol=1e-4, atol=1e-6)
+    assert np.abs(plain["gradient"]).sum() > 0

@@ -36,8 +36,10 @@ logger = logging.getLogger(__name__)
 def search_model(model: Classifier) -> Classifier:
     """What a task's attacks and ``opt`` search run their views on: a deterministic text model
     remembers its logits per text (:class:`Memoised`), so the adversaries of one task share
-    their forward passes; any other model is itself."""
-    if model.modality != "text" or is_ensemble(model):
+    their forward passes; any other model is itself. A randomized text model's view is not
+    memoised: its correctness is not the argmax of the rows a memo keeps (it is the share of
+    fresh draws that decide for the label, :class:`~suite.models.randomized.Randomized`)."""
+    if model.modality != "text" or is_ensemble(model) or not model.argmax_verdicts:
         return model
     return Memoised(model)
 

@@ -18,6 +18,7 @@ from typing import Any, get_args
 
 from suite.wdro.bounds import CertLoss, CostNorm
 from suite.collector import long_lived_frozen
+from suite.data.base import Example
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError, SuiteError
 from suite.evaluation.api import DatasetLike, ModelLike, radii, resolve_data, resolve_model
@@ -100,6 +101,7 @@ def certify(
         eval_set = load_eval_set(dataset_config, classifier.input_spec, seed)
     if not eval_set.examples:
         raise ConfigError(f"dataset {dataset_config.spec!r} split {dataset_config.split!r} has no examples")
+    refuse_randomized(classifier, eval_set.examples)
     if directory is not None and not overwrite:
         check_replaces(directory, classifier.info.name, dataset_config.spec, dataset_config.split)
     with long_lived_frozen():  # the modules, model and data out of the collector's scans
@@ -130,6 +132,20 @@ def refuse_uncertifiable(model: Classifier) -> None:
                           f"takes {model.modality}")
     if is_ensemble(model):
         raise ConfigError(_ensemble_message(model.info.name))
+
+
+def refuse_randomized(model: Classifier, examples: Sequence[Example]) -> None:
+    """Refuse a model that answers identical queries differently (noise on its input, dropout
+    left on): the bounds and the attacks' losses are of one fixed function, and a random one
+    has none (two passes of its first examples, as ``evaluate`` probes)."""
+    from suite.models.randomized import probe_randomness
+
+    changes, difference, flipped, _ = probe_randomness(model, [example.input for example in examples])
+    if changes:
+        raise ConfigError(f"certify needs one deterministic model; {model.info.name!r} is randomized (its logits "
+                          f"differ by up to {difference:.3g} across identical queries, {flipped} decisions flipped), "
+                          "which the bounds do not cover: certify it without its randomness, and evaluate it with "
+                          "advsuite evaluate (EOT, expected accuracy)")
 
 
 def _ensemble_message(name: str) -> str:

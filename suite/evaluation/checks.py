@@ -17,7 +17,7 @@ from suite.data.base import Example
 from suite.losses import cross_entropy, reduce_loss
 from suite.models.base import Classifier
 from suite.models.ensemble import is_ensemble
-from suite.models.randomized import Randomized, changes_across_queries, spread
+from suite.models.randomized import Randomized, spread
 
 if TYPE_CHECKING:
     from suite.evaluation.prepare import PreparedTask
@@ -215,31 +215,6 @@ def check_score_plateaus(model: Classifier, examples: Sequence[Example]) -> list
             "overstated (no adversary temperature undoes rounding); attack the unrounded scores if you can"]
 
 
-def check_randomness(model: Classifier, examples: Sequence[Example]) -> list[str]:
-    """Warn when the model answers the same query differently twice.
-
-    A randomized image model is evaluated through :class:`~suite.models.randomized.Randomized`
-    (EOT, expected accuracy), which answers identical queries identically, so this warns only of
-    what that does not cover: a randomized text model, scored on one draw of its randomness and
-    attacked through others, whose robustness is then partly luck. A randomized ensemble belongs
-    behind ``ensemble:``, where it is scored exactly and attacked with ARC. Two forward passes
-    of at most :data:`CHECK_EXAMPLES` examples (:func:`~suite.models.randomized.changes_across_queries`).
-    """
-    if not examples:
-        return []
-    from suite.evaluation.scoring import stack
-
-    batch = stack(model, [example.input for example in examples[:CHECK_EXAMPLES]])
-    changes, difference, flipped = changes_across_queries(model, batch)
-    if changes:
-        return [f"the model's outputs change across identical queries (logits differ by up to {difference:.3g}; "
-                f"{flipped} of {len(batch)} decisions flipped): it is randomized, and one draw is neither its "
-                f"accuracy nor what an attack faces; if it is a randomized ensemble, evaluate it as "
-                f"ensemble:<p>*<spec>,... (exact expected accuracy) with arc and apgd_rec; otherwise expect "
-                f"its attacks to overstate its robustness"]
-    return []
-
-
 def check_ensemble_attacks(model: Classifier, attacks: Mapping[str, Attack]) -> list[str]:
     """Warn when a randomized ensemble is evaluated without ARC, or with ARC alone.
 
@@ -348,17 +323,14 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
     model, attacks = prepared.model, prepared.attacks
     correct = prepared.attacked()
     metrics = {name: {"robust_accuracy": value} for name, value in robust_accuracy.items()}
-    # A randomized image model is evaluated through its view (EOT, expected accuracy), which
-    # answers identical queries identically, unless its draws come from a source the suite
-    # cannot seed (its note says so already): the checks that compare passes are left out then.
-    # Preparation probed every other image model already (randomized_view), on the same
-    # examples under the same seeds: only text models are probed here.
+    # A randomized model is evaluated through its view (EOT, expected accuracy: preparation
+    # probed every model, randomized_view), which answers identical queries identically, unless
+    # its draws come from a source the suite cannot seed (its note says so already): the checks
+    # that compare passes are left out then.
     view = isinstance(model, Randomized)
-    randomness = [] if model.modality == "image" else check_randomness(model, prepared.eval_set.examples)
-    noisy = bool(randomness) or (view and not model.reproducible)
+    noisy = view and not model.reproducible
     warnings = [
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
-        *randomness,
         *([] if noisy or is_ensemble(model) else check_grad_mode(model, prepared.eval_set.examples)),
         *([] if noisy else check_score_plateaus(model, correct)),
         *check_ensemble_attacks(model, attacks),
@@ -366,7 +338,7 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
         *([] if noisy or zero or is_ensemble(model)
           else check_gradient_direction(model, attacks, correct, robust_accuracy)),
         *check_black_box({name: attack for name, attack in attacks.items() if name in metrics}, metrics),
-        *([] if noisy and view else check_reduction(model, attacks, correct, prepared.attack_seed)),
+        *([] if noisy else check_reduction(model, attacks, correct, prepared.attack_seed)),
     ]
     for warning in warnings:
         logger.warning("%s: %s", prepared.name, warning)

@@ -34,9 +34,17 @@ and merge as for any model. The draws come from torch's global generators (and P
 NumPy's, seeded too), forked for each row and given back after. What holds on CUDA is what holds
 for the base model (kernels round differently in batches of another size).
 
-**Early exit.** An attack counts an example broken only when none of the N draws decides for
-its label (:func:`~suite.models.base.attack_decide`, reading the draws the averaged logits carry),
-and the suite's searches run every step on this view (:attr:`Randomized.runs_every_step`).
+**Early exit.** An image attack counts an example broken only when none of the N draws decides
+for its label (:func:`~suite.models.base.attack_decide`, reading the draws the averaged logits
+carry), and the suite's searches run every step on this view (:attr:`Randomized.runs_every_step`).
+A text attack (TextAttack's search and goal function) stops, as on any model, when the averaged
+answer flips; what it found is then scored by expected accuracy like everything else, so an
+example it stopped on keeps the share of fresh draws still right (up to about half).
+
+**Text.** A text row is hashed from its UTF-8 bytes, its draws run as N copies of it in one
+pass (so on the CPU its value does not depend on the texts pooled beside it,
+:meth:`Randomized.text_rows`), and a gradient-guided search's embedding gradient is summed over
+the N draws (:meth:`Randomized.embedding_logits`).
 
 **Cost.** Every row an attack sends costs N rows of the base model in its own call, every score
 M, and no search stops early: ``auto`` on the PGD-AT digits CNN took 30 times its time through
@@ -91,11 +99,15 @@ def changes_across_queries(model: Classifier, batch: Any) -> tuple[bool, float, 
     return not difference <= 1e-3 * scale, difference, flipped  # NaN counts as a change
 
 
-def row_seed(row: torch.Tensor, seed: int, use: str) -> int:
-    """The seed of one row's draws: a hash of its shape and float32 bytes, the run seed and what
-    the draws are for (``attack`` or ``score``)."""
-    digest = hashlib.sha256(f"{use}\x00{seed}\x00{tuple(row.shape)}\x00".encode())
-    digest.update(row.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+def row_seed(row: torch.Tensor | str, seed: int, use: str) -> int:
+    """The seed of one row's draws: a hash of the row (an image's shape and float32 bytes, a
+    text's UTF-8 bytes), the run seed and what the draws are for (``attack`` or ``score``)."""
+    if isinstance(row, str):
+        digest = hashlib.sha256(f"{use}\x00{seed}\x00text\x00".encode())
+        digest.update(row.encode("utf-8", "surrogatepass"))
+    else:
+        digest = hashlib.sha256(f"{use}\x00{seed}\x00{tuple(row.shape)}\x00".encode())
+        digest.update(row.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return int.from_bytes(digest.digest()[:8], "little") >> 1
 
 
@@ -123,7 +135,7 @@ def seeded(seed: int, device: torch.device) -> Iterator[None]:
 
 
 class Randomized(LogitView):
-    """``base``, a randomized image model, as a deterministic classifier: logits averaged over
+    """``base``, a randomized image or text model, as a deterministic classifier: logits averaged over
     ``draws`` draws per row, correctness the share of ``score_draws`` fresh draws that decide
     for the label (see the module's docstring).
 
@@ -157,12 +169,28 @@ class Randomized(LogitView):
         described = f"{self.base.weights_hash()}\nrandomized:{self.seed}:{self.draws}:{self.score_draws}"
         return "sha256-" + hashlib.sha256(described.encode()).hexdigest()[:16]
 
-    def draw(self, row: torch.Tensor, count: int, use: str) -> torch.Tensor:
-        """``count`` draws of the base model's logits on one input row (count×C, float32), as
-        one batch of copies of it, seeded for that row and ``use``."""
+    def draw(self, row: torch.Tensor | str, count: int, use: str) -> torch.Tensor:
+        """``count`` draws of the base model's logits on one input row, an image or a text
+        (count×C, float32), as one batch of copies of it, seeded for that row and ``use``."""
         with seeded(row_seed(row, self.seed, use), self.device):
-            return self.base.logits(row.unsqueeze(0).repeat(count, *([1] * row.dim())),
-                                    grad=torch.is_grad_enabled()).float()
+            return self.base.logits(_copies(row, count), grad=torch.is_grad_enabled()).float()
+
+    def text_rows(self, texts: Sequence[str]) -> torch.Tensor:
+        """The averaged logits of texts pooled from several searches (N×C, CPU): each text's
+        draws run on their own, so a row depends on its text alone, whatever shares the pool."""
+        with torch.no_grad():
+            return self._forward(list(texts)).detach().cpu()
+
+    def embedding_logits(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One text's token ids (1×T), the input embeddings of its :attr:`draws` attack draws
+        (draws×T×H, the leaf) and their averaged logits (1×C): the gradient of a loss of the
+        averaged logits, summed over the draws' rows, is the EOT gradient at the text's
+        embedding (the text attacks' ``get_grad`` sums it)."""
+        if len(texts) != 1:
+            raise ValueError(f"a randomized model's embedding gradient is taken one text at a time, got {len(texts)}")
+        with seeded(row_seed(texts[0], self.seed, "attack"), self.device):
+            ids, embeddings, logits = self.base.embedding_logits(_copies(texts[0], self.draws))
+        return ids[:1], embeddings, _averaged(logits.float()).unsqueeze(0)
 
     def _forward(self, batch: Any) -> torch.Tensor:
         """The averaged logits of each row's attack draws; the draws themselves ride along as
@@ -204,6 +232,13 @@ class Randomized(LogitView):
         return None, "no certified Lipschitz bound for a randomized model"
 
 
+def _copies(row: torch.Tensor | str, count: int) -> torch.Tensor | list[str]:
+    """A batch of ``count`` copies of one input row (an image tensor, or a text)."""
+    if isinstance(row, str):
+        return [row] * count
+    return row.unsqueeze(0).repeat(count, *([1] * row.dim()))
+
+
 def _averaged(drawn: torch.Tensor) -> torch.Tensor:
     """log (1/k) Σ softmax over k draws (k×C → C)."""
     return torch.logsumexp(torch.log_softmax(drawn, dim=-1), dim=0) - math.log(len(drawn))
@@ -215,28 +250,36 @@ def _share_correct(drawn: torch.Tensor, label: int) -> float:
     return float(right.double().mean())
 
 
-def randomized_view(model: Classifier, inputs: Sequence[torch.Tensor], seed: int) -> tuple[Classifier, str | None]:
-    """``model`` as :class:`Randomized` where it is a randomized image model (not an ensemble,
-    whose exact expected accuracy needs no draws) that answers identical queries differently,
-    with a note saying so; else ``model`` itself and ``None``."""
-    if model.modality != "image" or getattr(model, "alphas", None) is not None or not inputs:
-        return model, None
-    probe = torch.stack(list(inputs[:PROBE_EXAMPLES]))
-    while True:  # a model that runs out of memory on 16 rows is probed on fewer (the run halves its batches too)
+def probe_randomness(model: Classifier, inputs: Sequence[torch.Tensor | str]) -> tuple[bool, float, int, Any]:
+    """:func:`changes_across_queries` on the first :data:`PROBE_EXAMPLES` of ``inputs``, and the
+    batch it ran on: a model that runs out of memory on 16 rows is probed on fewer (the run
+    halves its batches too)."""
+    probe = list(inputs[:PROBE_EXAMPLES]) if model.modality == "text" else torch.stack(list(inputs[:PROBE_EXAMPLES]))
+    while True:
         try:
-            changes, difference, flipped = changes_across_queries(model, probe)
-            break
+            return (*changes_across_queries(model, probe), probe)
         except RuntimeError as error:  # torch.OutOfMemoryError, and other backends' "out of memory"
             if len(probe) == 1 or "out of memory" not in str(error).lower():
                 raise
             probe = probe[: len(probe) // 2]
+
+
+def randomized_view(model: Classifier, inputs: Sequence[torch.Tensor | str],
+                    seed: int) -> tuple[Classifier, str | None]:
+    """``model`` as :class:`Randomized` where it is a randomized model, image or text (not an
+    ensemble, whose exact expected accuracy needs no draws), that answers identical queries
+    differently, with a note saying so; else ``model`` itself and ``None``."""
+    if getattr(model, "alphas", None) is not None or not inputs:
+        return model, None
+    changes, difference, flipped, probe = probe_randomness(model, inputs)
     if not changes:
         return model, None
     view = Randomized(model, seed)
     note = (f"the model is randomized (its logits differ by up to {difference:.3g} across identical queries, "
             f"{flipped} of {len(probe)} decisions flipped): every attack sees the average of {view.draws} draws "
             f"per query (EOT), and every accuracy is its expected accuracy, each example's estimated from "
-            f"{view.score_draws} fresh draws; it costs about {view.draws}x a deterministic model's evaluation")
+            f"{view.score_draws} fresh draws; it costs about {view.draws}x a deterministic model's evaluation (if it "
+            f"answers with one of a few fixed models, evaluate it as ensemble:<p>*<spec>,... instead, scored exactly)")
     if changes_across_queries(view, probe)[0]:
         view.reproducible = False
         note += ("; its draws come from a source the suite cannot seed (not torch's, Python's or NumPy's global "

@@ -89,7 +89,9 @@ def _wrapper_class() -> type:
                 ids, embeddings, logits = self.model.embedding_logits([text_input])
                 loss = torch.nn.functional.cross_entropy(logits, logits.argmax(dim=1))
                 (gradient,) = torch.autograd.grad(loss, embeddings)
-            return {"ids": ids.cpu(), "gradient": gradient[0].cpu().numpy()}
+            # The text's embeddings come as one row, or as one row per draw of a randomized model
+            # (Randomized.embedding_logits): their sum is the gradient at the text's embedding.
+            return {"ids": ids[:1].cpu(), "gradient": gradient.sum(dim=0).cpu().numpy()}
 
         def _tokenize(self, inputs: Sequence[str]) -> list[list[str]]:
             tokenizer = getattr(self.model, "tokenizer", None)
