@@ -168,7 +168,7 @@ REFUSED = {
                       ConfigError, "is a randomized ensemble"),
     "ensemble-in-memory": (lambda: (_ensemble(), IMAGES), ConfigError, "is a randomized ensemble"),
     "ensemble-builtin": (lambda: ("builtin:digits-bat", None), ConfigError, "'builtin:digits-bat' is a randomized ensemble"),
-    "randomized-in-memory": (lambda: (_noisy(), IMAGES), ConfigError, "is randomized (its logits differ by up to"),
+    "randomized-in-memory": (lambda: (_noisy(), IMAGES), ConfigError, "is randomized .its logits differ by up to"),
     "module-without-data": (lambda: (seeded_net(), None), ConfigError, "needs its input size"),
     "memory-model-without-data": (lambda: (from_module(seeded_net(), input_size=(1, 32, 32)), None), ConfigError,
                                   "names no dataset"),
