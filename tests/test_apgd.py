@@ -423,10 +423,10 @@ def test_search_steps_read_the_device_only_through_host_copies(training, monkeyp
     indexing it was 633 reads in evaluation and 551 in training (about 15 and 13 a step); with
     the live rows and the moving rows read from the device, 107 and 26. Since the live rows are
     compacted when rows stop, the host reads its copy once a step (twice before)."""
-    from suite.attacks.image import driver
+    from suite.attacks.image import loop
     from suite.attacks.image.search import TRAINING
 
-    monkeypatch.setattr(driver, "HostCopy", MarkedHostCopy)
+    monkeypatch.setattr(loop, "HostCopy", MarkedHostCopy)
     torch.manual_seed(0)
     model = _Linear(torch.randn(10, 48).tolist(), [0.0] * 10, (3, 4, 4))
     x = torch.rand(6, 3, 4, 4)

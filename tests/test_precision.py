@@ -96,7 +96,7 @@ def test_bf16_autocast_rounds_away_a_perturbation_below_its_step():
     """What the warning says, on the CPU's autocast: at normalised value 1.75 (digits-cnn's pixel
     1), a perturbation of 0.001 pixels (0.0025 normalised, under bf16's step of 2^-7) changes
     nothing a convolution sees under bf16, and changes its float32 output."""
-    from suite.attacks.image.driver import autocast
+    from suite.attacks.image.loop import autocast
 
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(1, 4, 3)
