@@ -136,6 +136,24 @@ def test_a_deterministic_model_is_left_as_it_is(digits_model, digits_examples):
     assert model is digits_model and note is None
 
 
+def test_a_deterministic_model_that_gives_nan_or_inf_is_not_taken_for_a_randomized_one():
+    """NaN − NaN, and a row centred with an infinity in it, read as a difference: a model that
+    gives the same NaN or infinite logits on every pass was evaluated through 20 draws, and
+    refused by certify as randomized."""
+    from suite.models.randomized import randomized_view
+
+    class Broken(nn.Module):
+        def forward(self, x):
+            logits = x.flatten(1)[:, :3].clone()
+            logits[0, 0] = float("nan")
+            logits[-1, 1] = float("inf")
+            return logits
+
+    model = from_module(Broken(), input_size=(1, 4, 4))
+    inputs = list(torch.rand(4, 1, 4, 4, generator=torch.Generator().manual_seed(0)))
+    assert randomized_view(model, inputs, seed=0) == (model, None)
+
+
 def test_an_attack_counts_a_randomized_example_broken_only_when_no_draw_decides_for_its_label():
     """The averaged answer flips while draws still decide for the label: the attack goes on."""
     from suite.models.base import attack_decide

@@ -94,6 +94,11 @@ def changes_across_queries(model: Classifier, batch: Any) -> tuple[bool, float, 
         with seeded(seed, model.device):
             passes.append(model.logits(batch).float())
     first, second = passes
+    # Identical passes are no change, NaNs and infinities included (a deterministic model that
+    # gives no answer on some input is not randomized: centring a row with an infinity in it,
+    # or subtracting two NaNs, would read as a difference).
+    if bool(((first == second) | (first.isnan() & second.isnan())).all()):
+        return False, 0.0, 0
     difference, scale = spread(first, second)
     flipped = int((first.argmax(dim=1) != second.argmax(dim=1)).sum())
     return not difference <= 1e-3 * scale, difference, flipped  # NaN counts as a change
