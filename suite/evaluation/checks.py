@@ -327,8 +327,7 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
     # probed every model, randomized_view), which answers identical queries identically, unless
     # its draws come from a source the suite cannot seed (its note says so already): the checks
     # that compare passes are left out then.
-    view = isinstance(model, Randomized)
-    noisy = view and not model.reproducible
+    noisy = isinstance(model, Randomized) and not model.reproducible
     warnings = [
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
         *([] if noisy or is_ensemble(model) else check_grad_mode(model, prepared.eval_set.examples)),

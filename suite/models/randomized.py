@@ -183,8 +183,7 @@ class Randomized(LogitView):
     def text_rows(self, texts: Sequence[str]) -> torch.Tensor:
         """The averaged logits of texts pooled from several searches (N×C, CPU): each text's
         draws run on their own, so a row depends on its text alone, whatever shares the pool."""
-        with torch.no_grad():
-            return self._forward(list(texts)).detach().cpu()
+        return self.logits(list(texts)).cpu()
 
     def embedding_logits(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One text's token ids (1×T), the input embeddings of its :attr:`draws` attack draws
