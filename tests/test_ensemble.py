@@ -301,3 +301,51 @@ def test_a_member_with_a_nan_gradient_never_makes_a_nan_input(attack):
     for example, output in zip(examples, build_attack(attack, params).run(model, examples, 0)):
         assert torch.isfinite(output.adversarial).all()
         assert float((output.adversarial - example.input).norm()) <= 0.1 + 1e-6
+
+
+# A pair whose averaged answer flips long before the ensemble's L reaches its minimum: the steep
+# member (α 0.4) falls within 0.02 of the centre, the other (α 0.6) only past 0.06, and small
+# steps reach the first long before the second.
+FLIPS_EARLY = ([binary((-5, 0), 0.3), binary((0, -40), 0.4)], [0.6, 0.4])
+
+
+@pytest.mark.parametrize("attack,params", [
+    ("pgd_l2", {"eps": 0.15, "steps": 20, "alpha": 0.02, "random_start": False}),
+    ("pgd_linf", {"eps": 0.15, "steps": 20, "alpha": 0.01, "random_start": False}),
+])
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_a_search_on_an_ensemble_runs_on_past_the_averaged_flip_to_the_lowest_expected_accuracy(
+        attack, params, temperature):
+    """The shared image search keeps an ensemble's iterate of lowest L (then highest objective)
+    and stops an example only where no member is right (attack_level). Stopping where the
+    averaged answer first flipped, as it did, left L = 0.6 on this pair (the heavier member still
+    right) where running on reaches 0, also through an adversary's temperature view."""
+    from suite.models.temperature import TemperatureScaled
+
+    model = ensemble(*FLIPS_EARLY)
+    assert brute_force_minimum(model, "l2", 0.15, 1) == 0.0
+    view = model if temperature == 1.0 else TemperatureScaled(model, temperature, adversary=True)
+    examples = [Example(0, CENTRE.view(1, 1, 2).clone(), 1)]
+    (output,) = build_attack(attack, params).run(view, examples, seed=0)
+    assert float(model.correctness(output.adversarial.unsqueeze(0), torch.tensor([1]))[0]) == 0.0
+    # 0.03 from the centre, the averaged answer has flipped and the heavier member is right.
+    near = (CENTRE + torch.tensor([0.0, 0.03])).view(1, 1, 1, 2)
+    assert int(model.logits(near).argmax()) == 0
+    assert float(model.correctness(near, torch.tensor([1]))[0]) == pytest.approx(0.6)
+
+
+def test_ensemble_attack_merges_keep_the_lowest_expected_accuracy():
+    """Rows and restarts are chosen by level (L) first, then objective: a row at L 0.4 beats
+    one at 0.6 with a higher objective, and a broken row (L 0) beats both."""
+    from suite.attacks.image.search import Search, improves, select_rows
+
+    best = torch.arange(6.0).view(6, 1)
+    search = Search(best, torch.zeros(6, dtype=torch.long), torch.tensor([5.0, 1.0, 3.0, 9.0, 2.0, 7.0]),
+                    torch.tensor([False, False, False, False, True, False]), torch.ones(6, dtype=torch.long),
+                    torch.tensor([0.6, 0.4, 0.4, 0.6, 0.0, 0.6]))
+    found = select_rows(search, examples=2)  # rows 0-2, then 3-5
+    assert found.adversarial.flatten().tolist() == [2.0, 4.0]
+    assert found.levels.tolist() == [pytest.approx(0.4), 0.0]
+    assert improves(torch.tensor([0.4, 0.6, 0.6, 0.0]), torch.tensor([0.0, 5.0, 1.0, -1.0]),
+                    torch.tensor([0.6, 0.6, 0.6, 0.0]), torch.tensor([3.0, 3.0, 3.0, 0.0])).tolist() == \
+        [True, True, False, False]

@@ -59,10 +59,11 @@ def attack_decide(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     it broken, when this is not its label.
 
     Logits that carry the draws they average (a randomized model's view sets ``logits.draws``,
-    R×N×C: :class:`~suite.models.randomized.Randomized`) decide for the label while any draw
-    does, and otherwise for the averaged logits' largest other class: an example is broken
-    only when no draw the attack saw decides for its label, not when the averaged answer first
-    flips (where up to half the draws may still be right). Other logits: :func:`decide`."""
+    R×N×C: :class:`~suite.models.randomized.Randomized`; a randomized ensemble its members'
+    logits) decide for the label while any draw does, and otherwise for the averaged logits'
+    largest other class: an example is broken only when no draw the attack saw (no member)
+    decides for its label, not when the averaged answer first flips (where up to half the draws
+    may still be right, and most of an ensemble's α). Other logits: :func:`decide`."""
     decided = decide(logits.detach(), labels)
     draws = getattr(logits, "draws", None)
     if draws is None:
@@ -72,6 +73,33 @@ def attack_decide(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     per_draw = decide(draws.reshape(rows * count, classes), labels.repeat_interleave(count)).view(rows, count)
     rival = logits.detach().scatter(1, labels.view(-1, 1), float("-inf")).argmax(dim=1)
     return torch.where((per_draw == labels.view(-1, 1)).any(dim=1), labels, rival)
+
+
+def attack_level(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """How much of the model still decides for each row's label at an attack's iterate, in
+    [0, 1] (float32, on the logits' device): what a search keeps the lowest of, and stops an
+    example at 0 (where :func:`attack_decide` is not the label).
+
+    - Plain logits: 1 where :func:`attack_decide` gives the label, else 0.
+    - Logits carrying ``draws`` (R×N×C) and ``draw_weights`` (N, summing to 1: a randomized
+      ensemble's members and their α, :class:`~suite.models.ensemble.RandomizedEnsemble`): the
+      weight of the draws deciding for the label, L(x, y, α) = Σ_i α_i·1{f_i decides y}, the
+      ensemble's exact expected accuracy (Dbouk & Shanbhag 2022, eq. 3). An iterate where the
+      averaged answer flips may keep most of it (α = 0.85 on the member still right).
+    - Logits carrying ``draws`` alone (:class:`~suite.models.randomized.Randomized`'s fresh
+      draws): 1 while any draw decides for the label, else 0. Not the share of draws: each
+      step sees new draws, and its expected accuracy is scored on others.
+    """
+    draws = getattr(logits, "draws", None)
+    weights = getattr(logits, "draw_weights", None)
+    if draws is None or weights is None:
+        return (attack_decide(logits, labels) == labels.to(logits.device)).float()
+    rows, count, classes = draws.shape
+    labels = labels.to(draws.device)
+    per_draw = decide(draws.reshape(rows * count, classes), labels.repeat_interleave(count)).view(rows, count)
+    right = (per_draw == labels.view(-1, 1)) & answered(draws)
+    # Summed in one fixed order, so one set of members always gives the same float.
+    return (right.float() * weights.to(draws.device, torch.float32).view(1, -1)).sum(dim=1)
 
 
 @dataclass(frozen=True)

@@ -96,9 +96,15 @@ class RandomizedEnsemble(Classifier):
         return torch.stack([self.members[index].logits(batch, grad=grad).to(self.device) for index in chosen])
 
     def _forward(self, batch: Any) -> torch.Tensor:
+        """The mixture's log-probabilities; the members' logits ride along as ``.draws`` (N×M×C,
+        detached) with their α as ``.draw_weights``, so a search reads the exact L of every
+        iterate (:func:`~suite.models.base.attack_level`) from the pass it already made."""
         # Members with α_i = 0 are never queried.
         stacked = torch.stack([self.members[i]._forward(batch).float().to(self.device) for i in self.active])
-        return self._mixture(stacked)
+        mixture = self._mixture(stacked)
+        mixture.draws = stacked.detach().transpose(0, 1)
+        mixture.draw_weights = torch.tensor([self.alphas[i] for i in self.active], device=self.device)
+        return mixture
 
     def _mixture(self, stacked: torch.Tensor) -> torch.Tensor:
         """log Σ_i α_i softmax(f_i(x)) from the active members' logits (M×N×C), in float32."""

@@ -43,6 +43,19 @@ class LogitView(Classifier):
         """This view's logits from the base model's (identity here)."""
         return logits
 
+    def _forward(self, batch: Any) -> torch.Tensor:
+        """The base's logits rescaled, with the draws they carry (a randomized view's, a randomized
+        ensemble's members: :func:`~suite.models.base.attack_level`) rescaled alike, so a search
+        on this view still stops and keeps by them."""
+        logits = self.base._forward(batch)
+        served = self._rescale(logits)
+        draws = getattr(logits, "draws", None)
+        if draws is not None:
+            served.draws = self._rescale(draws)
+            if getattr(logits, "draw_weights", None) is not None:
+                served.draw_weights = logits.draw_weights
+        return served
+
     def text_rows(self, texts: Sequence[str]) -> torch.Tensor | None:
         rows = self.base.text_rows(texts)
         return None if rows is None else self._rescale(rows)
@@ -77,9 +90,6 @@ class TemperatureScaled(LogitView):
 
     def _rescale(self, logits: torch.Tensor) -> torch.Tensor:
         return logits / self.temperature
-
-    def _forward(self, batch: Any) -> torch.Tensor:
-        return self.base._forward(batch) / self.temperature
 
     def correctness(self, batch: Any, labels: torch.Tensor, *, logits: torch.Tensor | None = None) -> torch.Tensor:
         # Dividing by T > 0 changes no decision: the base model's correctness is this model's.
@@ -162,9 +172,6 @@ class AffineScaled(LogitView):
 
     def _rescale(self, logits: torch.Tensor) -> torch.Tensor:
         return logits * self.scale.to(logits.device, logits.dtype) + self.bias.to(logits.device, logits.dtype)
-
-    def _forward(self, batch: Any) -> torch.Tensor:
-        return self._rescale(self.base._forward(batch))
 
     def embedding_logits(self, texts: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         ids, embeddings, logits = self.base.embedding_logits(texts)

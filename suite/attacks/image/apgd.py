@@ -51,7 +51,7 @@ from pydantic import Field
 
 from suite.attacks.base import register_attack
 from suite.attacks.image.driver import GradientAttack, NormChoiceAttack, top_targets
-from suite.attacks.image.search import EVALUATION, Found, SearchMode, on_examples
+from suite.attacks.image.search import EVALUATION, Found, SearchMode, improves, on_examples
 from suite.losses import LossName
 
 
@@ -213,7 +213,8 @@ class _APGD(NormChoiceAttack):
 
     #: 2: the fused step (:func:`apgd_updater`): the same search, rounded otherwise (under L∞ the
     #: projection is a clamp between the box's corners, so a point inside keeps its bits).
-    version: ClassVar[int] = 2
+    #: 3: a randomized ensemble's iterates are kept by their exact L, and its examples stop only where no member is right (:func:`~suite.models.base.attack_level`; other models' records are unchanged).
+    version: ClassVar[int] = 3
     steps: int = Field(100, ge=1)
     restarts: int = Field(1, ge=1)
     rho: float = Field(0.75, gt=0, le=1)
@@ -323,8 +324,7 @@ class APGDT(_APGD):
             targets = linear_targets(model, x, y, self.targets, dual=1 if self.threat_norm.name == "linf" else 2)
         else:
             targets = top_targets(model, x, y, self.targets)
-        found = Found(x.clone(), y.clone(), torch.full((len(x),), float("-inf"), device=x.device),
-                      torch.ones(len(x), dtype=torch.long, device=x.device))  # the clean pass ranking the targets
+        found = Found.unbroken(x, y, queries=1)  # the clean pass ranking the targets
         # Per example, the target whose search came closest, and how close (its best targeted DLR value).
         closest = targets[:, 0].clone()
         reached = torch.full((len(x),), float("-inf"), device=x.device)
@@ -334,7 +334,7 @@ class APGDT(_APGD):
         for stage_targets, steps in stages:
             todo = torch.arange(len(x), device=x.device)
             if mode.stop_on_success:
-                todo = (found.predictions == y).nonzero().squeeze(1)
+                todo = (found.levels > 0).nonzero().squeeze(1)
             if len(todo) == 0:
                 break
             aims = closest.unsqueeze(1) if stage_targets is None else stage_targets
@@ -347,12 +347,7 @@ class APGDT(_APGD):
                 nearer = result.values > reached[todo]
                 reached[todo[nearer]] = result.values[nearer]
                 closest[todo[nearer]] = stage_targets[todo[nearer], 0]
-            hit = result.predictions != y[todo]
-            better = hit | (result.values > found.values[todo])
-            kept = todo[better]
-            found.adversarial[kept] = result.adversarial[better]
-            found.predictions[kept] = result.predictions[better]
-            found.values[kept] = result.values[better]
+            found.keep(todo, result, improves(result.levels, result.values, found.levels[todo], found.values[todo]))
             found.queries[todo] += result.queries
         return found
 

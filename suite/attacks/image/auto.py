@@ -64,22 +64,18 @@ class _Ensemble(NormChoiceAttack):
 
     def find(self, model, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator],
              mode: SearchMode = EVALUATION) -> Found:
-        found = Found(x.clone(), y.clone(), torch.full((len(x),), float("-inf"), device=x.device),
-                      torch.zeros(len(x), dtype=torch.long, device=x.device))
+        found = Found.unbroken(x, y)
         for index, component in enumerate(self.components()):
-            todo = (found.predictions == y).nonzero().squeeze(1)
+            todo = (found.levels > 0).nonzero().squeeze(1)
             if len(todo) == 0:
                 break
             result = component.find(model, x[todo], y[todo], [generators[i] for i in todo.tolist()],
                                     on_examples(mode, todo))
             found.queries[todo] += result.queries
             # The first component's iterate stands for an unbroken example (the components'
-            # objectives are not comparable); a later one replaces it only by breaking it.
-            keep = (result.predictions != y[todo]) | (index == 0)
-            kept = todo[keep]
-            found.adversarial[kept] = result.adversarial[keep]
-            found.predictions[kept] = result.predictions[keep]
-            found.values[kept] = result.values[keep]
+            # objectives are not comparable); a later one replaces it only by a lower level:
+            # by breaking it, or leaving less of a randomized ensemble right (a lower L).
+            found.keep(todo, result, (result.levels < found.levels[todo]) | (index == 0))
         return found
 
 
@@ -94,7 +90,8 @@ class Auto(_Ensemble):
 
     #: 2: the last search towards the closest target (``best_target_steps``) was added.
     #: 3: APGD's fused step (:func:`~.apgd.apgd_updater`: the same search, rounded otherwise).
-    version: ClassVar[int] = 3
+    #: 4: a randomized ensemble's iterates are kept by their exact L, and its examples stop only where no member is right (:func:`~suite.models.base.attack_level`).
+    version: ClassVar[int] = 4
     targets: int = Field(9, ge=1)
     target_steps: int = Field(30, ge=1)
     best_target_steps: int = Field(100, ge=0)
@@ -112,7 +109,8 @@ class AutoPlus(_Ensemble):
     APGD-DLR with ``restarts`` (default 3) random restarts; ``steps`` (default 100) each."""
 
     #: 2: APGD's fused step (:func:`~.apgd.apgd_updater`: the same search, rounded otherwise).
-    version: ClassVar[int] = 2
+    #: 3: a randomized ensemble's iterates are kept by their exact L, and its examples stop only where no member is right (:func:`~suite.models.base.attack_level`).
+    version: ClassVar[int] = 3
     targets: int = Field(9, ge=1)
     restarts: int = Field(3, ge=1)
 

@@ -34,7 +34,7 @@ from pydantic import Field, model_validator
 from suite.attacks.base import Attack, AttackOutput, Threat
 from suite.attacks.image.loop import Precision, run_search
 from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, Linf, random_starts
-from suite.attacks.image.search import (EVALUATION, TRAINING, Found, Search, SearchMode, on_examples,
+from suite.attacks.image.search import (EVALUATION, TRAINING, Found, Search, SearchMode, improves, on_examples,
                                         select_rows)
 from suite.data.base import Example
 from suite.losses import LossName, Reduction
@@ -188,13 +188,10 @@ class GradientAttack(Attack):
                         batch_rows: int | None = None) -> Found:
         """:meth:`_restarts`, returning also what each kept iterate scored (:class:`Found`).
         ``batch_rows`` is the N of ``reduction: mean`` when ``x`` is part of a larger attack batch."""
-        n = len(x)
         per = 1 if targets is None else targets.shape[1]
-        adversarial, predictions = x.clone(), y.clone()
-        values = torch.full((n,), float("-inf"), device=x.device)
-        queries = torch.full((n,), queries_spent, dtype=torch.long, device=x.device)
+        found = Found.unbroken(x, y, queries_spent)
         for restart in range(restarts):
-            todo = (predictions == y).nonzero().squeeze(1)
+            todo = (found.levels > 0).nonzero().squeeze(1)
             if len(todo) == 0 or (restart > 0 and not random_start):
                 break
             rows = todo.repeat_interleave(per)
@@ -204,14 +201,12 @@ class GradientAttack(Attack):
                 model, origin, y[rows], start, steps, make_update(origin, start), loss,
                 targets=None if targets is None else targets[todo].reshape(-1),
                 groups=None if per == 1 else torch.arange(len(todo), device=x.device).repeat_interleave(per),
-                batch_rows=(batch_rows or n) * per, mode=on_examples(mode, todo),
+                batch_rows=(batch_rows or len(x)) * per, mode=on_examples(mode, todo),
             )
-            found, predicted, value, hit, spent = select_rows(search, len(todo), by_value=mode.keep == "last")
-            better = hit | (value > values[todo])
-            kept = todo[better]
-            adversarial[kept], predictions[kept], values[kept] = found[better], predicted[better], value[better]
-            queries[todo] += spent
-        return Found(adversarial, predictions, values, queries)
+            result = select_rows(search, len(todo), by_value=mode.keep == "last")
+            found.keep(todo, result, improves(result.levels, result.values, found.levels[todo], found.values[todo]))
+            found.queries[todo] += result.queries
+        return found
 
     def _starts(self, origin: torch.Tensor, rows: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
         """Uniform random starts in the ε-ball ∩ [0, 1]^d, one per row, from its example's generator."""

@@ -10,9 +10,9 @@ from typing import Literal
 
 import torch
 
-from suite.attacks.image.search import EVALUATION, HostCopy, Search, SearchMode
+from suite.attacks.image.search import EVALUATION, HostCopy, Search, SearchMode, improves
 from suite.losses import LossName, Reduction, objective, reduce_loss
-from suite.models.base import Classifier, attack_decide
+from suite.models.base import Classifier, attack_decide, attack_level
 
 Precision = Literal["fp32", "fp16", "bf16"]
 # dtype names, not torch dtypes: a module-level torch attribute would load torch at import
@@ -74,7 +74,8 @@ def run_search(
     ids = torch.arange(rows_total, device=x.device)
     live = Search(start.clone(), y.clone(), torch.full((rows_total,), float("-inf"), device=x.device),
                   torch.zeros(rows_total, dtype=torch.bool, device=x.device),
-                  torch.zeros(rows_total, dtype=torch.long, device=x.device))
+                  torch.zeros(rows_total, dtype=torch.long, device=x.device),
+                  torch.ones(rows_total, device=x.device))  # the kept level: a miss, as at the origin
     kept: Search | None = None  # every row: the rows that stopped, and at the end the rest
     if rows_total == 0:
         return live
@@ -98,26 +99,33 @@ def run_search(
         else:
             value = objective(loss, logits, labels, live_targets)
         # A tie for the top breaks an example, as scored; a randomized model's is broken when
-        # no draw of its averaged logits decides for the label (attack_decide).
+        # no draw of its averaged logits decides for the label, a randomized ensemble's when no
+        # member does (attack_decide). ``level`` grades what is left: a randomized ensemble's
+        # exact L, else 1 or 0 (attack_level).
         predicted = attack_decide(logits, labels)
-        hit = predicted != labels
+        level = attack_level(logits, labels)
+        hit = level == 0
         scored = value.detach()
         # Masked writes (torch.where) rather than boolean indexing: the same values, and the
         # host never waits for the device to count the rows kept (on CUDA every such count
         # drains the device's queue).
         if mode.keep == "last":
             live.success, live.best, live.predictions = hit, inputs.detach(), predicted
-            live.values = scored.to(live.values.dtype)
+            live.values, live.levels = scored.to(live.values.dtype), level
         else:
-            # A hit beats a miss, and then only a higher objective beats it: the same as
-            # hit | higher where rows stop at their first hit (a kept hit never steps again),
-            # and a search that runs on (a randomized model's) keeps a hit over later misses.
-            higher = scored > live.values
-            keep = torch.where(live.predictions != labels, hit & higher, hit | higher)
+            # A lower level wins, and at the same level a higher objective (improves): for levels
+            # 1 and 0, a hit beats a miss and then only a higher objective beats it, the same as
+            # hit | higher where rows stop at their first hit (a kept hit never steps again), and
+            # a search that runs on (a randomized model's) keeps a hit over later misses. A
+            # randomized ensemble's search runs until no member is right, keeping its lowest L
+            # rather than the first iterate whose averaged answer flips (where α = 0.85 of it
+            # may still be right).
+            keep = improves(level, scored, live.levels, live.values)
             live.success = live.success | hit
             live.best = torch.where(keep.view((-1,) + (1,) * (current.dim() - 1)), inputs.detach(), live.best)
             live.values = torch.where(keep, scored, live.values).to(live.values.dtype)
             live.predictions = torch.where(keep, predicted, live.predictions)
+            live.levels = torch.where(keep, level, live.levels)
         if stops:
             if row_per_example and len(ids) == rows_total:
                 done = done | hit
@@ -166,11 +174,11 @@ def run_search(
 def _rows_of(search: Search, index: torch.Tensor) -> Search:
     """The rows ``index`` of ``search`` (new tensors)."""
     return Search(search.best[index], search.predictions[index], search.values[index], search.success[index],
-                  search.queries[index])
+                  search.queries[index], search.levels[index])
 
 
 def _write_rows(into: Search, rows: torch.Tensor, source: Search, index: torch.Tensor | None) -> None:
     """Write the rows ``index`` of ``source`` (all of them: ``None``) into the rows ``rows`` of ``into``."""
-    for name in ("best", "predictions", "values", "success", "queries"):
+    for name in ("best", "predictions", "values", "success", "queries", "levels"):
         values = getattr(source, name)
         getattr(into, name)[rows] = values if index is None else values[index]

@@ -42,24 +42,55 @@ TRAINING = SearchMode(stop_on_success=False, keep="last")
 
 @dataclass
 class Search:
-    """The result of optimising R rows: the kept iterate of each row and what it scored."""
+    """The result of optimising R rows: the kept iterate of each row and what it scored.
+
+    ``levels`` is how much of the model still decided for the label there
+    (:func:`~suite.models.base.attack_level`: 1 or 0, a randomized ensemble's L between), and
+    ``success`` whether some iterate reached 0."""
 
     best: torch.Tensor
     predictions: torch.Tensor
     values: torch.Tensor
     success: torch.Tensor
     queries: torch.Tensor
+    levels: torch.Tensor
 
 
 @dataclass
 class Found:
-    """Per example: the kept iterate, the prediction and objective value it scored in the search,
-    and the queries spent."""
+    """Per example: the kept iterate, the prediction, objective value and level
+    (:func:`~suite.models.base.attack_level`) it scored in the search, and the queries spent.
+    An example is broken where its level is 0."""
 
     adversarial: torch.Tensor
     predictions: torch.Tensor
     values: torch.Tensor
     queries: torch.Tensor
+    levels: torch.Tensor
+
+    @staticmethod
+    def unbroken(x: torch.Tensor, y: torch.Tensor, queries: int = 0) -> "Found":
+        """Every example at its origin, unscored (level 1), with ``queries`` spent."""
+        return Found(x.clone(), y.clone(), torch.full((len(x),), float("-inf"), device=x.device),
+                     torch.full((len(x),), queries, dtype=torch.long, device=x.device),
+                     torch.ones(len(x), device=x.device))
+
+    def keep(self, todo: torch.Tensor, result: "Found", better: torch.Tensor) -> None:
+        """Replace the examples ``todo[better]`` with the rows ``better`` of ``result``."""
+        kept = todo[better]
+        self.adversarial[kept] = result.adversarial[better]
+        self.predictions[kept] = result.predictions[better]
+        self.values[kept] = result.values[better]
+        self.levels[kept] = result.levels[better]
+
+
+def improves(levels: torch.Tensor, values: torch.Tensor, kept_levels: torch.Tensor,
+             kept_values: torch.Tensor) -> torch.Tensor:
+    """Whether an iterate beats the one kept: a lower level, or the same level and a higher
+    objective. With levels 1 and 0 (every deterministic model) this is "a hit beats a miss,
+    then only a higher objective"; a randomized ensemble's L is compared first, since the
+    objective (of its averaged probabilities) need not fall with it."""
+    return (levels < kept_levels) | ((levels == kept_levels) & (values > kept_values))
 
 
 def on_examples(mode: SearchMode, todo: torch.Tensor) -> SearchMode:
@@ -71,19 +102,30 @@ def on_examples(mode: SearchMode, todo: torch.Tensor) -> SearchMode:
     return SearchMode(mode.stop_on_success, mode.keep, lambda logits, rows: inner(logits, todo[rows]))
 
 
-def select_rows(search: Search, examples: int, by_value: bool = False,
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per example, keep its first successful row, else the row with the highest objective
-    (``by_value``: the row with the highest objective, as BETA's j* = argmax_j M_j).
+def select_rows(search: Search, examples: int, by_value: bool = False) -> Found:
+    """Per example, keep its first successful row, else, among its rows of the lowest level, the
+    one with the highest objective (``by_value``: the row with the highest objective, as BETA's
+    j* = argmax_j M_j).
 
     Rows are laid out example-major (example i owns rows i·K … i·K+K−1).
     """
     per = len(search.values) // examples
-    score = search.values if by_value else torch.where(search.success, torch.inf, search.values)
+    if by_value:
+        score = search.values
+    else:
+        lowest = search.levels.view(examples, per).amin(dim=1).repeat_interleave(per)
+        score = torch.where(search.success, torch.inf, search.values)
+        score = torch.where(search.levels == lowest, score, float("-inf"))
     score = score.view(examples, per)
+    # Among equal scores (-inf everywhere, say) argmax takes the first: a row of the lowest level.
     chosen = score.argmax(dim=1) + torch.arange(examples, device=score.device) * per
+    if not by_value and per > 1:
+        chosen = torch.where(torch.isneginf(score.amax(dim=1)),
+                             search.levels.view(examples, per).argmin(dim=1)
+                             + torch.arange(examples, device=score.device) * per, chosen)
     queries = search.queries.view(examples, per).sum(dim=1)
-    return search.best[chosen], search.predictions[chosen], search.values[chosen], search.success[chosen], queries
+    return Found(search.best[chosen], search.predictions[chosen], search.values[chosen], queries,
+                 search.levels[chosen])
 
 
 class HostCopy:
