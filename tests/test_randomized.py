@@ -251,3 +251,45 @@ def test_a_randomized_text_models_embedding_gradient_is_summed_over_its_draws(se
     assert torch.equal(averaged["ids"], plain["ids"])
     np.testing.assert_allclose(averaged["gradient"], plain["gradient"], rtol=1e-4, atol=1e-6)
     assert np.abs(plain["gradient"]).sum() > 0
+
+
+class NoisyLength(LogitView):
+    """A randomized binary text model: class 1's logit is the text's length − 5, and each logit
+    has Gaussian noise (σ = 2) on every query."""
+
+    def _forward(self, batch):
+        margin = torch.tensor([float(len(text) - 5) for text in batch])
+        return torch.stack([torch.zeros_like(margin), margin], dim=1) + 2.0 * torch.randn(len(batch), 2)
+
+
+def test_a_text_search_on_a_randomized_model_reaches_its_goal_only_where_no_draw_decides_for_the_label(
+        sentiment_model):
+    """TextAttack's goal (the averaged answer flipped) left up to half of the draws deciding for
+    the label, where an image search stops only once none does. A text search's goal on a
+    randomized model's view is now the image search's: "abcdef" flips the averaged answer but
+    some draws still decide for label 0; a 15-letter text fools every draw."""
+    from suite.attacks.text.offline import import_textattack
+    from suite.attacks.text.recipe_base import every_draw_goal
+    from suite.attacks.text.wrapper import make_wrapper
+
+    import_textattack()
+    from textattack.goal_function_results import GoalFunctionResultStatus
+    from textattack.goal_functions import UntargetedClassification
+    from textattack.shared import AttackedText
+
+    view = Randomized(NoisyLength(sentiment_model), seed=0)
+    texts = ["abcdef", "a" * 15, "abc"]
+    averaged = view.logits(texts)
+    assert averaged.argmax(dim=1).tolist() == [1, 1, 0]
+    assert 0 in view.draw_winners("abcdef").tolist() and 0 not in view.draw_winners("a" * 15).tolist()
+    statuses = {}
+    for name, goal in (("plain", UntargetedClassification(make_wrapper(view))),
+                       ("every draw", every_draw_goal(UntargetedClassification)(make_wrapper(view)))):
+        goal.init_attack_example(AttackedText("abc"), 0)
+        results, _ = goal.get_results([AttackedText(text) for text in texts])
+        statuses[name] = [result.goal_status == GoalFunctionResultStatus.SUCCEEDED for result in results]
+    assert statuses == {"plain": [True, True, False], "every draw": [False, True, False]}
+    # Forgotten winners are drawn again: the same draws.
+    remembered = view.draw_winners("abcdef")
+    view._winners.clear()
+    assert torch.equal(view.draw_winners("abcdef"), remembered)

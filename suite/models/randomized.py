@@ -37,9 +37,9 @@ for the base model (kernels round differently in batches of another size).
 **Early exit.** An image attack counts an example broken only when none of the N draws decides
 for its label (:func:`~suite.models.base.attack_decide`, reading the draws the averaged logits
 carry), and the suite's searches run every step on this view (:attr:`Randomized.runs_every_step`).
-A text attack (TextAttack's search and goal function) stops, as on any model, when the averaged
-answer flips; what it found is then scored by expected accuracy like everything else, so an
-example it stopped on keeps the share of fresh draws still right (up to about half).
+A text attack's goal is the same: reached only where none of the N draws decides for the label
+(:meth:`Randomized.draw_winners`, :func:`~suite.attacks.text.recipe_base.every_draw_goal`), not
+where the averaged answer first flips (TextAttack's goal, which left up to half of them right).
 
 **Text.** A text row is hashed from its UTF-8 bytes, its draws run as N copies of it in one
 pass (so on the CPU its value does not depend on the texts pooled beside it,
@@ -57,6 +57,7 @@ import contextlib
 import hashlib
 import math
 import random
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -73,6 +74,8 @@ EOT_DRAWS = 20
 SCORE_DRAWS = 100
 #: Examples the randomness probe runs on (two passes each).
 PROBE_EXAMPLES = 16
+#: Texts whose draws' decisions a view remembers (:meth:`Randomized.draw_winners`).
+WINNERS_REMEMBERED = 65_536
 
 
 def spread(first: torch.Tensor, second: torch.Tensor) -> tuple[float, float]:
@@ -157,6 +160,9 @@ class Randomized(LogitView):
         #: Whether its draws are reproducible: the base model draws from the global generators
         #: this view seeds (:func:`randomized_view` probes it).
         self.reproducible = True
+        #: Per text (the most recent ones): the class each of its attack draws decides for, or -1
+        #: (:meth:`draw_winners`), kept when its averaged logits are computed.
+        self._winners: OrderedDict[str, torch.Tensor] = OrderedDict()
         self.info = replace(base.info, extra={**base.info.extra,
                                               "randomized": {"eot_draws": draws, "score_draws": score_draws}})
 
@@ -204,7 +210,33 @@ class Randomized(LogitView):
             return torch.empty(0, self.num_classes, device=self.device)
         averaged = torch.stack([_averaged(rows) for rows in drawn])
         averaged.draws = torch.stack([rows.detach() for rows in drawn])
+        for row, rows in zip(batch, averaged.draws):
+            if isinstance(row, str):
+                self._remember(row, rows)
         return averaged
+
+    def draw_winners(self, text: str) -> torch.Tensor:
+        """The class each of a text's :attr:`draws` attack draws decides for (the label when its
+        logit is strictly above every other), or -1 where none does (a tie at the top, no
+        answer): a text search's goal is reached only where no draw decides for the label, as
+        an image search's early exit (:func:`~suite.models.base.attack_decide`). Read from the
+        pass that averaged them; a text no longer remembered is drawn again (the same draws)."""
+        winners = self._winners.get(text)
+        if winners is None:
+            with torch.no_grad():
+                self._remember(text, self.draw(text, self.draws, "attack"))
+            winners = self._winners[text]
+        return winners
+
+    def _remember(self, text: str, draws: torch.Tensor) -> None:
+        # As decide() judges a label: its logit strictly above every other (a NaN at the top, which
+        # topk puts first, decides for nothing).
+        top = draws.detach().float().topk(min(2, draws.shape[-1]), dim=-1)
+        strict = top.values[:, 0] > top.values[:, 1] if draws.shape[-1] > 1 else top.values[:, 0] == top.values[:, 0]
+        self._winners[text] = torch.where(strict, top.indices[:, 0], -1).cpu()
+        self._winners.move_to_end(text)
+        while len(self._winners) > WINNERS_REMEMBERED:
+            self._winners.popitem(last=False)
 
     def scores(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The averaged logits and the expected accuracy, both from the score's draws."""

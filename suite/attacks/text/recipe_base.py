@@ -12,6 +12,7 @@ themselves are in :mod:`suite.attacks.text.recipes`.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -46,7 +47,9 @@ class TextAttackRecipe(Attack):
     # 3: a CPU pass's rows are filled up to a multiple of 8 (``HFTextClassifier.text_rows``): a
     # row that sat past a multiple of 8 in a pass of 9–11 rows rounded differently, so a
     # record's confidence (and, in a tie at that rounding, a search's choice) could differ.
-    version: ClassVar[int] = 3
+    # 4: on a randomized model's view the goal is reached only where no draw decides for the
+    # label (every_draw_goal); other models' searches are unchanged.
+    version: ClassVar[int] = 4
     streams: ClassVar[bool] = True
     #: What an edit changes: whole words (``word``) or characters inside words (``character``).
     level: ClassVar[TextLevel] = "word"
@@ -116,6 +119,9 @@ class TextAttackRecipe(Attack):
                                 seed=example_seed(seed, self.name, example.id) % 2**32, attack=None, wrapper=None)
                 search.wrapper = make_wrapper(model, self.model_batch_size, channel=driver.channel(search))
                 search.attack = clone_attack(template, search.wrapper)
+                if getattr(model, "draw_winners", None) is not None:  # a randomized model's view
+                    goal = search.attack.goal_function
+                    goal.__class__ = every_draw_goal(type(goal))
                 if self.query_budget is not None:
                     search.attack.goal_function.query_budget = self.query_budget
                 index[id(search)] = position
@@ -137,6 +143,25 @@ class TextAttackRecipe(Attack):
                         hold_made_since()
         finally:
             template.clear_cache()
+
+
+@functools.lru_cache(maxsize=None)
+def every_draw_goal(goal_class: type) -> type:
+    """``goal_class`` whose goal is reached where no attack draw of a randomized model decides
+    for the label (:meth:`~suite.models.randomized.Randomized.draw_winners`), as an image
+    search's is (:func:`~suite.models.base.attack_decide`), rather than where the averaged
+    answer first flips, which leaves up to half of the draws right. The search's scores (the
+    averaged answer's probabilities) are unchanged; so is the skip check, which reads the goal:
+    an example is skipped only where no draw decides for its label. Deviation from TextAttack,
+    for randomized models only."""
+
+    class EveryDraw(goal_class):
+        def _is_goal_complete(self, model_output: Any, attacked_text: Any) -> bool:
+            winners = self.model.model.draw_winners(attacked_text.text)
+            return not bool((winners == self.ground_truth_output).any())
+
+    EveryDraw.__name__ = EveryDraw.__qualname__ = f"EveryDraw{goal_class.__name__}"
+    return EveryDraw
 
 
 def _output(search: Search) -> AttackOutput:
