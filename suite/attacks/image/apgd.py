@@ -213,7 +213,9 @@ class _APGD(NormChoiceAttack):
 
     #: 2: the fused step (:func:`apgd_updater`): the same search, rounded otherwise (under L∞ the
     #: projection is a clamp between the box's corners, so a point inside keeps its bits).
-    #: 3: a randomized ensemble's iterates are kept by their exact L, and its examples stop only where no member is right (:func:`~suite.models.base.attack_level`; other models' records are unchanged).
+    #: 3: a randomized ensemble's iterates are kept by their exact L, and its examples stop only
+    #: where no member is right (:func:`~suite.models.base.attack_level`; other models' records
+    #: are unchanged).
     version: ClassVar[int] = 3
     steps: int = Field(100, ge=1)
     restarts: int = Field(1, ge=1)

@@ -90,7 +90,8 @@ class Auto(_Ensemble):
 
     #: 2: the last search towards the closest target (``best_target_steps``) was added.
     #: 3: APGD's fused step (:func:`~.apgd.apgd_updater`: the same search, rounded otherwise).
-    #: 4: a randomized ensemble's iterates are kept by their exact L, and its examples stop only where no member is right (:func:`~suite.models.base.attack_level`).
+    #: 4: a randomized ensemble's iterates are kept by their exact L, and its examples stop only
+    #: where no member is right (:func:`~suite.models.base.attack_level`).
     version: ClassVar[int] = 4
     targets: int = Field(9, ge=1)
     target_steps: int = Field(30, ge=1)
@@ -109,7 +110,8 @@ class AutoPlus(_Ensemble):
     APGD-DLR with ``restarts`` (default 3) random restarts; ``steps`` (default 100) each."""
 
     #: 2: APGD's fused step (:func:`~.apgd.apgd_updater`: the same search, rounded otherwise).
-    #: 3: a randomized ensemble's iterates are kept by their exact L, and its examples stop only where no member is right (:func:`~suite.models.base.attack_level`).
+    #: 3: a randomized ensemble's iterates are kept by their exact L, and its examples stop only
+    #: where no member is right (:func:`~suite.models.base.attack_level`).
     version: ClassVar[int] = 3
     targets: int = Field(9, ge=1)
     restarts: int = Field(3, ge=1)

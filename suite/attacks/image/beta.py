@@ -57,7 +57,8 @@ class BETA(NormChoiceAttack):
     lr: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     #: 2: the L2 default optimiser became APGD's schedule. 3: APGD's fused step (its rounding).
-    #: 4: a randomized ensemble's iterates are kept by their exact L, and its examples stop only where no member is right (:func:`~suite.models.base.attack_level`).
+    #: 4: a randomized ensemble's iterates are kept by their exact L, and its examples stop only
+    #: where no member is right (:func:`~suite.models.base.attack_level`).
     version: ClassVar[int] = 4
 
     @field_validator("optimizer")

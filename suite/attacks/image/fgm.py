@@ -21,7 +21,8 @@ from suite.threat import MAX_RADIUS
 
 
 class _FGM(GradientAttack):
-    #: 2: a randomized ensemble's iterates are kept by their exact L, and its examples stop only where no member is right (:func:`~suite.models.base.attack_level`).
+    #: 2: a randomized ensemble's iterates are kept by their exact L, and its examples stop only
+    #: where no member is right (:func:`~suite.models.base.attack_level`).
     version: ClassVar[int] = 2
     loss: LossName = "ce"
 

@@ -103,7 +103,7 @@ def run_search(
         # member does (attack_decide). ``level`` grades what is left: a randomized ensemble's
         # exact L, else 1 or 0 (attack_level).
         predicted = attack_decide(logits, labels)
-        level = attack_level(logits, labels)
+        level = attack_level(logits, labels, predicted)
         hit = level == 0
         scored = value.detach()
         # Masked writes (torch.where) rather than boolean indexing: the same values, and the

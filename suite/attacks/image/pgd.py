@@ -27,7 +27,8 @@ from suite.threat import MAX_RADIUS
 
 class _PGD(GradientAttack):
     _targeted: ClassVar[bool] = False
-    #: 2: a randomized ensemble's iterates are kept by their exact L, and its examples stop only where no member is right (:func:`~suite.models.base.attack_level`).
+    #: 2: a randomized ensemble's iterates are kept by their exact L, and its examples stop only
+    #: where no member is right (:func:`~suite.models.base.attack_level`).
     version: ClassVar[int] = 2
 
     steps: int = Field(20, ge=1)

@@ -117,9 +117,8 @@ def select_rows(search: Search, examples: int, by_value: bool = False) -> Found:
         score = torch.where(search.success, torch.inf, search.values)
         score = torch.where(search.levels == lowest, score, float("-inf"))
     score = score.view(examples, per)
-    # Among equal scores (-inf everywhere, say) argmax takes the first: a row of the lowest level.
     chosen = score.argmax(dim=1) + torch.arange(examples, device=score.device) * per
-    if not by_value and per > 1:
+    if not by_value and per > 1:  # every row of the lowest level scored -inf: the first of them
         chosen = torch.where(torch.isneginf(score.amax(dim=1)),
                              search.levels.view(examples, per).argmin(dim=1)
                              + torch.arange(examples, device=score.device) * per, chosen)
