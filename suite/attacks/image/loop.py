@@ -100,18 +100,22 @@ def run_search(
             value = objective(loss, logits, labels, live_targets)
         # A tie for the top breaks an example, as scored; a randomized model's is broken when
         # no draw of its averaged logits decides for the label, a randomized ensemble's when no
-        # member does (attack_decide). ``level`` grades what is left: a randomized ensemble's
-        # exact L, else 1 or 0 (attack_level).
+        # member does (attack_decide). A randomized ensemble's search also follows what is left,
+        # its exact L (attack_level, ``graded``); any other model's level is 1 or 0, the kept
+        # prediction's, written once at the end (no work in its steps).
         predicted = attack_decide(logits, labels)
-        level = attack_level(logits, labels, predicted)
-        hit = level == 0
+        graded = getattr(logits, "draw_weights", None) is not None
+        level = attack_level(logits, labels, predicted) if graded else None
+        hit = level == 0 if graded else predicted != labels
         scored = value.detach()
         # Masked writes (torch.where) rather than boolean indexing: the same values, and the
         # host never waits for the device to count the rows kept (on CUDA every such count
         # drains the device's queue).
         if mode.keep == "last":
             live.success, live.best, live.predictions = hit, inputs.detach(), predicted
-            live.values, live.levels = scored.to(live.values.dtype), level
+            live.values = scored.to(live.values.dtype)
+            if graded:
+                live.levels = level
         else:
             # A lower level wins, and at the same level a higher objective (improves): for levels
             # 1 and 0, a hit beats a miss and then only a higher objective beats it, the same as
@@ -120,12 +124,17 @@ def run_search(
             # randomized ensemble's search runs until no member is right, keeping its lowest L
             # rather than the first iterate whose averaged answer flips (where α = 0.85 of it
             # may still be right).
-            keep = improves(level, scored, live.levels, live.values)
+            if graded:
+                keep = improves(level, scored, live.levels, live.values)
+            else:  # the same for levels 1 and 0
+                higher = scored > live.values
+                keep = torch.where(live.predictions != labels, hit & higher, hit | higher)
             live.success = live.success | hit
             live.best = torch.where(keep.view((-1,) + (1,) * (current.dim() - 1)), inputs.detach(), live.best)
             live.values = torch.where(keep, scored, live.values).to(live.values.dtype)
             live.predictions = torch.where(keep, predicted, live.predictions)
-            live.levels = torch.where(keep, level, live.levels)
+            if graded:
+                live.levels = torch.where(keep, level, live.levels)
         if stops:
             if row_per_example and len(ids) == rows_total:
                 done = done | hit
@@ -162,13 +171,21 @@ def run_search(
                 live_targets = None if live_targets is None else live_targets[moving]
                 points, grad, scored = points[moving], grad[moving], scored[moving]
                 if len(ids) == 0:
-                    return kept
+                    return _levelled(kept, y, graded)
         current = update(ids, points, grad, scored)
     live.queries = torch.full_like(live.queries, steps + 1)  # the rows still live ran every pass
     if kept is None:  # no row stopped before the end
-        return live
+        return _levelled(live, y, graded)
     _write_rows(kept, ids, live, None)
-    return kept
+    return _levelled(kept, y, graded)
+
+
+def _levelled(search: Search, y: torch.Tensor, graded: bool) -> Search:
+    """``search`` (every row, in order) with its levels: a graded search kept them; any other's
+    is 1 where its kept prediction is the label, else 0 (attack_decide's verdict)."""
+    if not graded:
+        search.levels = (search.predictions == y).float()
+    return search
 
 
 def _rows_of(search: Search, index: torch.Tensor) -> Search:
