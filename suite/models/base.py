@@ -75,7 +75,17 @@ def attack_decide(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return torch.where((per_draw == labels.view(-1, 1)).any(dim=1), labels, rival)
 
 
-def attack_level(logits: torch.Tensor, labels: torch.Tensor, decided: torch.Tensor | None = None) -> torch.Tensor:
+def draws_right(draws: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Per row and draw of R×K×C ``draws`` (a randomized ensemble's members), whether the draw
+    decides for its row's label (:func:`decide`) and gives an answer (:func:`answered`): R×K,
+    on the draws' device."""
+    rows, count, classes = draws.shape
+    labels = labels.to(draws.device)
+    per_draw = decide(draws.reshape(rows * count, classes), labels.repeat_interleave(count)).view(rows, count)
+    return (per_draw == labels.view(-1, 1)) & answered(draws)
+
+
+def attack_level(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """How much of the model still decides for each row's label at an attack's iterate, in
     [0, 1] (float32, on the logits' device): what a search keeps the lowest of, and stops an
     example at 0 (where :func:`attack_decide` is not the label).
@@ -89,20 +99,13 @@ def attack_level(logits: torch.Tensor, labels: torch.Tensor, decided: torch.Tens
     - Logits carrying ``draws`` alone (:class:`~suite.models.randomized.Randomized`'s fresh
       draws): 1 while any draw decides for the label, else 0. Not the share of draws: each
       step sees new draws, and its expected accuracy is scored on others.
-
-    ``decided``: :func:`attack_decide` of these logits, where the caller has it already.
     """
     draws = getattr(logits, "draws", None)
     weights = getattr(logits, "draw_weights", None)
     if draws is None or weights is None:
-        decided = attack_decide(logits, labels) if decided is None else decided
-        return (decided == labels.to(logits.device)).float()
-    rows, count, classes = draws.shape
-    labels = labels.to(draws.device)
-    per_draw = decide(draws.reshape(rows * count, classes), labels.repeat_interleave(count)).view(rows, count)
-    right = (per_draw == labels.view(-1, 1)) & answered(draws)
+        return (attack_decide(logits, labels) == labels.to(logits.device)).float()
     # Summed in one fixed order, so one set of members always gives the same float.
-    return (right.float() * weights.to(draws.device, torch.float32).view(1, -1)).sum(dim=1)
+    return (draws_right(draws, labels).float() * weights.to(draws.device, torch.float32).view(1, -1)).sum(dim=1)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from suite.errors import ConfigError
-from suite.models.base import Classifier, ModelInfo, answered, decide
+from suite.models.base import Classifier, ModelInfo, draws_right
 from suite.threat import Threat
 
 #: How far the probabilities may sum from 1.
@@ -101,15 +101,21 @@ class RandomizedEnsemble(Classifier):
         iterate (:func:`~suite.models.base.attack_level`) from the pass it already made."""
         # Members with α_i = 0 are never queried.
         stacked = torch.stack([self.members[i]._forward(batch).float().to(self.device) for i in self.active])
-        mixture = self._mixture(stacked)
+        weights = self._active_alphas()
+        mixture = self._mixture(stacked, weights)
         mixture.draws = stacked.detach().transpose(0, 1)
-        mixture.draw_weights = torch.tensor([self.alphas[i] for i in self.active], device=self.device)
+        mixture.draw_weights = weights
         return mixture
 
-    def _mixture(self, stacked: torch.Tensor) -> torch.Tensor:
-        """log Σ_i α_i softmax(f_i(x)) from the active members' logits (M×N×C), in float32."""
-        log_alpha = torch.log(torch.tensor([self.alphas[i] for i in self.active], device=self.device)).view(-1, 1, 1)
-        return torch.logsumexp(log_alpha + torch.log_softmax(stacked, dim=-1), dim=0)
+    def _active_alphas(self) -> torch.Tensor:
+        """The active members' α (float32, on :attr:`device`)."""
+        return torch.tensor([self.alphas[i] for i in self.active], device=self.device)
+
+    def _mixture(self, stacked: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+        """log Σ_i α_i softmax(f_i(x)) from the active members' logits (M×N×C) and their α
+        (``weights``, default :meth:`_active_alphas`), in float32."""
+        weights = self._active_alphas() if weights is None else weights
+        return torch.logsumexp(torch.log(weights).view(-1, 1, 1) + torch.log_softmax(stacked, dim=-1), dim=0)
 
     def correctness(self, batch: Any, labels: torch.Tensor, *, logits: torch.Tensor | None = None) -> torch.Tensor:
         """L(x, y, α) = Σ_i α_i · 1{argmax f_i(x) = y}, exactly (eq. 3); ``logits`` are ignored."""
@@ -187,12 +193,9 @@ def expected_accuracy(member_logits: torch.Tensor, labels: torch.Tensor, alphas:
     Args:
         member_logits: M×N×C logits of ``members`` (indices into ``alphas``), in that order.
     """
-    count, examples, classes = member_logits.shape
-    decided = decide(member_logits.reshape(-1, classes), labels.to(member_logits.device).repeat(count))
-    right = ((decided.view(count, examples).cpu() == labels.cpu().view(1, -1))
-             & answered(member_logits).cpu()).double()
-    weights = torch.tensor([alphas[index] for index in members], dtype=torch.float64).view(-1, 1)
-    return (weights * right).sum(dim=0).float()
+    right = draws_right(member_logits.transpose(0, 1), labels).cpu().double()
+    weights = torch.tensor([alphas[index] for index in members], dtype=torch.float64).view(1, -1)
+    return (right * weights).sum(dim=1).float()
 
 
 def check_probabilities(alphas: Sequence[float], members: int) -> None:

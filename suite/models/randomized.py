@@ -229,11 +229,10 @@ class Randomized(LogitView):
         return winners
 
     def _remember(self, text: str, draws: torch.Tensor) -> None:
-        # As decide() judges a label: its logit strictly above every other (a NaN at the top, which
-        # topk puts first, decides for nothing).
-        top = draws.detach().float().topk(min(2, draws.shape[-1]), dim=-1)
-        strict = top.values[:, 0] > top.values[:, 1] if draws.shape[-1] > 1 else top.values[:, 0] == top.values[:, 0]
-        self._winners[text] = torch.where(strict, top.indices[:, 0], -1).cpu()
+        # A draw decides for its largest class where decide() would, judged with that class as the label.
+        draws = draws.detach().float()
+        top = draws.argmax(dim=-1)
+        self._winners[text] = torch.where(decide(draws, top) == top, top, -1).cpu()
         self._winners.move_to_end(text)
         while len(self._winners) > WINNERS_REMEMBERED:
             self._winners.popitem(last=False)

@@ -105,7 +105,7 @@ def run_search(
         # prediction's, written once at the end (no work in its steps).
         predicted = attack_decide(logits, labels)
         graded = getattr(logits, "draw_weights", None) is not None
-        level = attack_level(logits, labels, predicted) if graded else None
+        level = attack_level(logits, labels) if graded else None
         hit = level == 0 if graded else predicted != labels
         scored = value.detach()
         # Masked writes (torch.where) rather than boolean indexing: the same values, and the
