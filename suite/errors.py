@@ -55,7 +55,8 @@ class ModelUnavailableError(ResourceMissingError):
 #: errno values that mean the system could not store a write: what to do about each.
 WRITE_REMEDIES = {errno.ENOSPC: "free space", errno.EDQUOT: "free space or raise the quota",
                   errno.EROFS: "make the file system writable", errno.EACCES: "make it writable",
-                  errno.EPERM: "make it writable", errno.EIO: "check the disk"}
+                  errno.EPERM: "make it writable", errno.EIO: "check the disk",
+                  errno.EFBIG: "raise the file-size limit (ulimit -f)"}
 
 
 class WriteError(Exception):

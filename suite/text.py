@@ -18,12 +18,13 @@ BIDI = frozenset("\u200e\u200f\u061c\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u
 
 def _unsafe(char: str) -> bool:
     # Cc: C0 and C1 controls (ESC, CR, BEL, CSI...); Cf: format characters (bidi, zero width);
-    # line and paragraph separators break a one-line message as a newline would.
-    return char in BIDI or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp")
+    # line and paragraph separators break a one-line message as a newline would; a lone
+    # surrogate (Cs: JSON's "\ud800" parses to one) cannot be encoded, so printing it fails.
+    return char in BIDI or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp", "Cs")
 
 
 def printable(text: object) -> str:
-    """``text`` with every control, format and bidi character escaped (``\\x1b``, ``\\u202e``)."""
+    """``text`` with every control, format, bidi and lone surrogate character escaped (``\\x1b``, ``\\u202e``)."""
     text = str(text)
     if text.isprintable():
         return text

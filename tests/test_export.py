@@ -72,7 +72,10 @@ def test_card_model_index_holds_the_results(run_dir, tmp_path, capsys):
     for result in parsed:
         assert result.task_type == "image-classification"
         assert (result.dataset_type, result.dataset_split) == ("builtin:digits", "test")
-        assert result.dataset_revision == results.dataset.fingerprint  # no revision recorded: the fingerprint
+        # No revision recorded: none (the Hub's is a git revision); the data's fingerprint is in the args.
+        assert result.dataset_revision is None
+        assert result.metric_args["dataset_fingerprint"] == results.dataset.fingerprint
+        assert result.metric_args["recipe"] == results.config_hash
         assert result.metric_args["advsuite"] == results.suite_version and result.metric_args["n"] == 16
     clean = found["accuracy", "clean"]
     assert clean.metric_value == results.clean_accuracy and clean.metric_args["ci95"] == results.clean_accuracy_ci
@@ -214,6 +217,13 @@ def test_recipe_dir_of_one_model_exports_every_task(run_dir, hub_run_dir, tmp_pa
 def test_warnings_and_illusion_flag_are_exported(hub_run_dir, tmp_path):
     data = json.loads((hub_run_dir / "results.json").read_text())
     data["warnings"] = ["black-box square beat white-box pgd_linf"]
+    # A flag the file's own numbers give (export refuses one they do not): the calibrated adversary
+    # 25 points below the out-of-the-box FGM. These results have no records beside them to check.
+    fgm = data["attacks"]["fgm_linf"]
+    fgm.update(robust_accuracy=0.5, robust_accuracy_ci=[0.3, 0.7])
+    data["attacks"]["fgm_linf@cal"] = {**fgm, "adversary": "cal", "base_attack": "fgm_linf",
+                                       "adversary_temperature": 10.0, "robust_accuracy": 0.25,
+                                       "robust_accuracy_ci": [0.1, 0.5]}
     data["illusion"] = {"flagged": True, "threshold": 0.05, "max_drop": 0.25, "findings": [],
                         "mechanism": "design temperature", "mechanism_detail": "served at T=0.01"}
     (tmp_path / "run").mkdir()

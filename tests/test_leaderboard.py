@@ -10,6 +10,7 @@ import html.parser
 import http.server
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -128,8 +129,29 @@ def test_merge_refuses_another_evaluation_of_an_entry_unless_replace(change):
     assert (added, count, len(replaced.entries)) == (0, 1, 2)
     entry = next(e for e in replaced.entries if e.model == "a")
     assert (entry.n, entry.dataset_fingerprint, entry.clean_accuracy) == (smoke["n"], smoke["dataset_fingerprint"], 1.0)
-    # The key holds n, the fingerprint and the seed; the slot does not.
-    assert entry.key() == (*entry.slot(), smoke["n"], smoke["dataset_fingerprint"] or "", smoke["seed"])
+    # The key holds n, the fingerprint, the seed and the recipe; the slot does not.
+    assert entry.key() == (*entry.slot(), smoke["n"], smoke["dataset_fingerprint"] or "", smoke["seed"],
+                           smoke["recipe_hash"])
+
+
+def test_merge_refuses_another_recipe_and_an_unverified_entry_over_a_verified_one():
+    """FGM alone over a PGD entry (same n, seed and data, another recipe) would raise the worst
+    case: refused. So is results added without their records over an entry that had them."""
+    verified = Entry(**{**_entry("a", 0.9, 0.4), "verified": True})
+    board, _, _ = leaderboard.merge(leaderboard.empty(), [verified])
+    weaker = _entry("a", 0.9, 0.62, recipe_hash="fedcba9876543210")
+    weaker.update(robust_accuracy={"fgm_linf": 0.62}, robust_accuracy_ci={"fgm_linf": _ci(0.62)},
+                  worst_case_robust_accuracy_ci=_ci(0.62), verified=True)
+    with pytest.raises(ConfigError, match=r"recipe 0123456789abcdef \(attacks pgd_linf, fgm_linf\); these results "
+                                          r"come from recipe fedcba9876543210 \(attacks fgm_linf\)"):
+        leaderboard.merge(board, [Entry(**weaker)])
+    forged = Entry(**{**_entry("a", 0.9, 0.4), "verified": False})
+    with pytest.raises(ConfigError, match="An unverified entry never replaces a verified one"):
+        leaderboard.merge(board, [forged])
+    assert leaderboard.merge(board, [verified])[2] == 1  # the same verified results again: idempotent
+    unverified, _, _ = leaderboard.merge(leaderboard.empty(), [forged])
+    assert leaderboard.merge(unverified, [verified])[0].entries[0].verified  # the run's records make it verified
+    assert "8 (unverified)" not in str(leaderboard.rows(board)) and "(unverified)" in leaderboard.rows(unverified)[0]["n"]
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -477,6 +499,21 @@ def served(tmp_path_factory):
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+
+def test_the_page_runs_only_its_own_script():
+    """The page's Content-Security-Policy allows its one inline script by hash, not every inline
+    script ('unsafe-inline'): markup that got into the page could not run. Changing the script
+    means updating the hash (given here when they disagree)."""
+    import base64
+    import hashlib
+
+    page = (Path(leaderboard.__file__).resolve().parents[2] / "leaderboard" / "index.html").read_text()
+    script = page[page.index("<script>") + len("<script>"):page.index("</script>")]
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1)
+    assert f"script-src 'sha256-{digest}';" in policy, f"set script-src 'sha256-{digest}' in index.html's policy"
+    assert "unsafe-inline" not in policy.split("script-src")[1].split(";")[0] and page.count("<script") == 1
 
 
 def _browse(root: Path, base: str, query: str = "") -> dict:

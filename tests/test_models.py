@@ -163,6 +163,43 @@ def test_allowed_pickles_are_still_read_with_weights_only(tmp_path):
     assert not marker.exists()
 
 
+def test_timm_pretrained_weights_that_are_pickles_are_refused_unless_allowed(tmp_path, monkeypatch):
+    """timm fetches a name's pretrained weights itself: from a Hub repo without safetensors it
+    falls back to pytorch_model.bin and torch.load, and a URL is a .pth. Both are refused before
+    anything is unpickled (here the Hub is a stand-in that has no safetensors and a real pickle,
+    and the unpickler marks that it ran); with --allow-pickle they load."""
+    import timm
+    import timm.models._hub as timm_hub
+    from huggingface_hub.errors import EntryNotFoundError
+
+    weights = timm.create_model("test_resnet").state_dict()
+    pickled = tmp_path / "pytorch_model.bin"
+    torch.save(weights, pickled)
+    fetched = []
+
+    def hub_download(repo_id, filename=None, *args, **kwargs):
+        fetched.append(filename)
+        if filename.endswith(".safetensors"):
+            raise EntryNotFoundError(f"{repo_id} has no {filename}")
+        return str(pickled)
+
+    unpickled = []
+    torch_load = timm_hub._torch_load
+    monkeypatch.setattr(timm_hub, "hf_hub_download", hub_download)
+    monkeypatch.setattr(timm_hub, "_torch_load", lambda *a, **k: unpickled.append(a) or torch_load(*a, **k))
+    with pytest.raises(ConfigError, match=r"timm:test_resnet's pretrained weights \(a Hub repo's pickle\) .*"
+                                          r"pytorch_model.bin' is a pickle.*--allow-pickle"):
+        load_model(ModelConfig(spec="timm:test_resnet"))
+    assert fetched and fetched[0].endswith(".safetensors") and not unpickled
+    model = load_model(ModelConfig(spec="timm:test_resnet", allow_pickle=True))
+    assert unpickled and torch.equal(model.module.state_dict()["fc.weight"], weights["fc.weight"])
+    assert timm_hub._torch_load is not torch_load  # the guard put back what it found (the test's spy)
+    from suite.models.timm_image import _build
+
+    with pytest.raises(ConfigError, match=r"\(a .pth from a URL\) 'file:///nowhere/w.pth' is a pickle"):
+        _build("test_resnet", pretrained=True, pretrained_cfg_overlay={"url": "file:///nowhere/w.pth", "hf_hub_id": None})
+
+
 def test_hf_dir_with_only_a_pickle_is_refused_unless_allowed(tmp_path):
     directory = save_tiny_bert(tmp_path / "pickled", safe=False)
     assert (directory / "pytorch_model.bin").is_file() and not list(directory.glob("*.safetensors"))

@@ -31,6 +31,9 @@ def add_parser(subparsers) -> None:
                         help="directory of the model card (README.md) and .eval_results/ (created if needed)")
     parser.add_argument("--push", metavar="REPO_ID", help="upload the written files to this Hub model repo")
     parser.add_argument("--pr", action="store_true", help="with --push: open a pull request instead of committing")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace results exported before from another evaluation (another n, seed, dataset or "
+                             "recipe) of the same model, dataset split and threat")
     parser.set_defaults(handler=handle)
 
 
@@ -42,7 +45,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.pr and args.push is None:
         raise ConfigError("--pr opens a pull request on the repo --push names: give --push REPO_ID")
     try:
-        done = hub.export(args.run_dir, args.to, push=args.push, create_pr=args.pr)
+        done = hub.export(args.run_dir, args.to, push=args.push, create_pr=args.pr, replace=args.replace)
     except (WriteError, OSError) as error:
         refused = _refused(error, args)
         if refused is None:

@@ -18,7 +18,7 @@ import torch
 from suite.version import __version__
 from suite.calibration import calibration_metrics
 from suite.evaluation.adversary import temperature_of
-from suite.evaluation.illusion import illusion_findings
+from suite.report.illusion import illusion_findings
 from suite.evaluation.metrics import (
     accuracy,
     attack_metrics,

@@ -13,6 +13,7 @@ wrapper, so attacks see (and perturb) [0, 1] pixels.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,7 +25,7 @@ from torch import nn
 from suite.errors import ConfigError, format_validation_error
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
 from suite.models.config import ModelConfig
-from suite.models.weights import local_dir, pickled_files, read_state_dict, refuse_pickle
+from suite.models.weights import local_dir, pickled_files, read_state_dict, refuse_pickle, timm_without_pickles
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -187,11 +188,14 @@ def _labels_for(num_classes: int, names: list[str] | None) -> list[str]:
     return [f"class_{i}" for i in range(num_classes)]
 
 
-def _build(name: str, pretrained: bool, **kwargs: Any) -> nn.Module:
+def _build(name: str, pretrained: bool, allow_pickle: bool = False, **kwargs: Any) -> nn.Module:
     import timm
 
     try:
-        return timm.create_model(name, pretrained=pretrained, **kwargs)
+        with contextlib.nullcontext() if allow_pickle or not pretrained else timm_without_pickles(name):
+            return timm.create_model(name, pretrained=pretrained, **kwargs)
+    except ConfigError:
+        raise
     except RuntimeError as error:  # timm: "Unknown model (xyz)"
         message = _first_line(error)
         if "Unknown model" in message:
@@ -277,7 +281,7 @@ def _load_timm_name(name: str, config: ModelConfig) -> TimmImageClassifier:
                           "untrained classifier head: pass --checkpoint, or --no-pretrained for random weights")
     state = read_state_dict(checkpoint, config.allow_pickle) if checkpoint else None
     num_classes = config.num_classes or (_checkpoint_classes(name, state) if state else None)
-    model = _build(name, pretrained=config.pretrained and checkpoint is None,
+    model = _build(name, pretrained=config.pretrained and checkpoint is None, allow_pickle=config.allow_pickle,
                    **({"num_classes": num_classes} if num_classes else {}))
     if state is not None:
         _fit(model, state, f"checkpoint {str(checkpoint)!r}", f"timm:{name}", "pass --num-classes {n}")

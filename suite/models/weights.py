@@ -18,10 +18,12 @@ third-party ``save_pretrained`` dir) loads unverified, as before.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from suite.errors import ConfigError
 from suite.paths import file_sha256
@@ -76,7 +78,7 @@ def pickled_files(directory: Path) -> list[Path]:
     return sorted(path for path in directory.iterdir() if path.is_file() and path.suffix in PICKLE_SUFFIXES)
 
 
-def refuse_pickle(path: Path, what: str) -> ConfigError:
+def refuse_pickle(path: Path | str, what: str) -> ConfigError:
     """The error for pickled weights read without ``allow_pickle`` (returned, for ``raise``)."""
     return ConfigError(f"{what} {str(path)!r} is a pickle, and only safetensors weights are loaded by default: "
                        f"convert it to safetensors, or {ALLOW_PICKLE}")
@@ -229,3 +231,29 @@ def verify_weights(path: Path) -> bool:
     if actual != expected:
         raise WeightsMismatchError(path, expected, actual)
     return True
+
+
+@contextlib.contextmanager
+def timm_without_pickles(name: str) -> Iterator[None]:
+    """While timm fetches ``name``'s pretrained weights, refuse any it would unpickle: a ``url``
+    (a ``.pth``, read by ``torch.hub.load_state_dict_from_url``) or a Hub repo without
+    safetensors (timm falls back to ``pytorch_model.bin`` and ``torch.load``). timm reads those
+    with ``weights_only=True``, a restricted unpickler, but advsuite loads safetensors only unless
+    ``--allow-pickle`` (docs/security.md). Hub repos with ``model.safetensors`` (timm tries it
+    first) and ``.npz`` weights (NumPy, no pickle) load as before."""
+    from timm.models import _builder, _hub
+
+    def refused(what: str):
+        def refuse(location: Any, *args: Any, **kwargs: Any) -> None:
+            raise refuse_pickle(str(location), f"timm:{name}'s pretrained weights ({what})")
+        return refuse
+
+    patched = [(module, attribute, getattr(module, attribute)) for module, attribute in
+               ((_builder, "load_state_dict_from_url"), (_hub, "_torch_load")) if hasattr(module, attribute)]
+    for module, attribute, _ in patched:
+        setattr(module, attribute, refused("a .pth from a URL" if module is _builder else "a Hub repo's pickle"))
+    try:
+        yield
+    finally:
+        for module, attribute, original in patched:
+            setattr(module, attribute, original)

@@ -42,6 +42,7 @@ from suite.intervals import wilson_interval
 from suite.report.paired import Outcomes, RunRecords, paired_test, row_outcomes
 from suite.report.results_file import read_results
 from suite.report.results import Results
+from suite.report.verify import check_consistent, check_identity
 from suite.text import printable
 
 RESULTS_FILE = "results.json"
@@ -133,7 +134,8 @@ def read_run(path: Path) -> Results:
     if path.is_dir():
         raise ConfigError(f"{str(path)!r} is a directory, not a results file")
     run = read_results(path)
-    _check_names(path, run)
+    check_consistent(path, run)
+    check_identity(path, run)
     _check_intervals(path, run)
     return run
 
@@ -237,18 +239,28 @@ def overall_view(run: Results, alias: dict[str, str] | None = None, records: Run
                 outcomes={} if records is None else row_outcomes(records, run, _named(clean, attacks, worst, own)))
 
 
-def check_reproduced(path: Path, run: Results) -> None:
-    """Refuse, in one line, a ``results.json`` whose numbers its own ``records.jsonl`` (beside it)
-    does not give: the file was changed after the run (a flipped byte may keep a number inside
-    its interval). Results without records beside them (shared alone) are not checked here."""
+def check_reproduced(path: Path, run: Results) -> bool:
+    """Refuse, in one line, a ``results.json`` that disagrees with itself or with the run's
+    identity (:mod:`suite.report.verify`), or whose numbers its records do not give, or that
+    leaves out an attack its records hold (the file was changed after the run: a flipped byte
+    may keep a number inside its interval). True when the records and the run's identity beside
+    it were both there and checked: the file is verified."""
     from suite.report.paired import read_records
 
-    _check_names(Path(path), run)
+    path = Path(path)
+    check_consistent(path, run)
+    identified = check_identity(path, run)
     records = read_records(path, run)
     if isinstance(records, str):
         if records.startswith("no "):
-            return
+            return False
         raise ConfigError(f"{str(path)!r}: {records}; rerun the same command to write the run again")
+    reported = {*run.attacks, *run.distributional}
+    unreported = sorted(set(records.attacks) - reported)
+    if unreported:
+        raise ConfigError(f"{str(path)!r}: its records.jsonl holds records of attack {printable(repr(unreported[0]))} "
+                          "that results.json does not report: results.json was changed after the run; rerun the "
+                          "same command to write it again from the records")
     view = overall_view(run, records=records)
     wanted = [("clean", ""), *view.attacks, *(("worst case", label) for label in view.worst)]
     missing = [row for row in wanted if row not in view.outcomes]
@@ -257,37 +269,10 @@ def check_reproduced(path: Path, run: Results) -> None:
         value = view.clean[0] if name == "clean" else (view.worst[threat] if name == "worst case"
                                                         else view.attacks[(name, threat)])[0]
         row = name if not threat else f"{name} ({threat})"
-        raise ConfigError(f"{str(path)!r}: its records.jsonl does not give its {row} of {value:g} (nor "
+        raise ConfigError(f"{str(path)!r}: its records.jsonl does not give its {printable(row)} of {value:g} (nor "
                           f"{len(missing) - 1} other number(s)): results.json was changed after the run; rerun the "
                           "same command to write it again from the records")
-
-
-def _check_names(path: Path, run: Results) -> None:
-    """The model and data ``results.json`` names are the run's own: its display name follows from
-    its spec, and the spec, weights and dataset are those ``run.json`` (beside it) recorded. A
-    renamed model would otherwise publish another model's numbers under its name."""
-    from suite.paths import read_run_description
-
-    model = run.model
-    # ModelInfo.name's rule (suite.models.base), written out: that module imports torch, which
-    # reading results does not need.
-    shown = model.spec if model.temperature == 1.0 else f"{model.spec}@T={model.temperature:g}"
-    if model.name != shown:
-        raise ConfigError(f"{str(path)!r}: its model name {printable(repr(model.name))} is not its spec's "
-                          f"({printable(repr(shown))}): results.json was changed after the run")
-    run_file = (path.parent if path.is_file() else path) / "run.json"
-    if not run_file.is_file():
-        return
-    identity = read_run_description(run_file)
-    recorded = {"model.spec": (identity.get("model") or {}).get("spec"), "model.weights": identity.get("weights"),
-                "dataset.spec": (identity.get("dataset") or {}).get("spec"),
-                "dataset.split": (identity.get("dataset") or {}).get("split")}
-    given = {"model.spec": model.spec, "model.weights": model.weights, "dataset.spec": run.dataset.spec,
-             "dataset.split": run.dataset.split}
-    for field, value in given.items():
-        if recorded[field] is not None and value != recorded[field]:
-            raise ConfigError(f"{str(path)!r}: its {field} {printable(repr(value))} is not the one its run.json "
-                              f"recorded ({printable(repr(recorded[field]))}): results.json was changed after the run")
+    return identified
 
 
 def class_view(run: Results, name: str, alias: dict[str, str] | None = None,

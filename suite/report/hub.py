@@ -37,6 +37,7 @@ import yaml
 from suite.errors import ConfigError
 from suite.paths import atomic_write_text, lock_directory, through_link
 from suite.report.hub_remote import check_repo_id, read_hub, upload
+from suite.report.hub_merge import merge_card, merge_entries
 from suite.report.hub_yaml import card_text, dump as dump_yaml, problem as yaml_problem
 from suite.report.results_file import read_results
 from suite.report.results import Results
@@ -47,6 +48,11 @@ EVAL_DIR = ".eval_results"
 TASKS = {"image": "image-classification", "text": "text-classification"}
 #: A dataset spec ``hf:<name>`` names a Hub dataset unless it names a local file or directory.
 _LOCAL = re.compile(r"^[.~/]|\.(csv|tsv|json|jsonl|parquet)$", re.IGNORECASE)
+#: Characters Markdown gives a meaning to (``<``, ``>`` and ``&`` are escaped as HTML first).
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()!|~])")
+#: Bounds on what a card holds, the leaderboard's (suite.report.leaderboard_schema): fields come
+#: from files anyone can write, and three 1 MB warnings made a 12 MB card in 83 s.
+LONGEST_TEXT, MOST_WARNINGS = 10_000, 200
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,7 @@ def read_run(path: Path) -> list[Results]:
     results = [read_results(file) for file in files]
     for file, result in zip(files, results):  # never publish numbers the run's records do not give
         check_reproduced(file, result)
+        _check_sizes(file, result)
     models = sorted({result.model.name for result in results})
     if len(models) > 1:
         raise ConfigError(f"{str(path)!r} holds results of {len(models)} models ({', '.join(models)}); a model card "
@@ -101,7 +108,9 @@ def read_run(path: Path) -> list[Results]:
 def scores(results: Results) -> list[Score]:
     """Clean accuracy, each attack, the worst case per threat model, each distributional attack."""
     common: dict[str, Any] = {"advsuite": results.suite_version, "model": results.model.name,
-                              "n": results.dataset.n, "seed": results.seed,
+                              "n": results.dataset.n, "seed": results.seed, "recipe": results.config_hash,
+                              **({"dataset_fingerprint": fingerprint}
+                                 if (fingerprint := results.dataset.fingerprint) is not None else {}),
                               **({"attack_seed": seed} if (seed := results.config.get("attack_seed")) is not None else {})}
     if results.illusion is not None and results.illusion.flagged:  # an export drops no flag and no warning
         illusion = results.illusion
@@ -131,18 +140,20 @@ def scores(results: Results) -> list[Score]:
     return found
 
 
-def model_card(runs: list[Results], existing: str | None, source: str = CARD) -> str:
+def model_card(runs: list[Results], existing: str | None, source: str = CARD, replace: bool = False) -> str:
     """The card ``existing`` (``None``: a new one; ``source`` names it) with the runs' results
-    merged into its ``model-index``."""
+    merged into its ``model-index`` (:func:`~suite.report.hub_merge.merge_card`)."""
     from huggingface_hub import ModelCard, ModelCardData
     from huggingface_hub.repocard import REGEX_YAML_BLOCK
 
-    new = [result for run in runs for result in _eval_results(run)]
+    # One evaluation per group, also among the runs given (a seed sweep's replicates are refused).
+    new = merge_card([], [result for run in runs for result in _eval_results(run)], replace, source)
     if existing is None:
         name = runs[0].model.name
         # The heading is Markdown the Hub renders as HTML, and a terminal shows as is: control and
-        # bidi characters escaped (suite.text.printable), then HTML (the YAML above escapes its own).
-        heading = html.escape(printable(name), quote=False)
+        # bidi characters escaped (suite.text.printable), then HTML, then Markdown (a name such as
+        # [x](https://...) is no link); the YAML above escapes its own.
+        heading = _MARKDOWN.sub(r"\\\1", html.escape(printable(name), quote=False))
         return card_text(ModelCard(
             f"---\n{ModelCardData(model_name=name, eval_results=new).to_yaml()}\n---\n\n# {heading}\n\n"
             "Adversarial robustness measured with advsuite: see the `model-index` metadata above "
@@ -169,7 +180,7 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD) ->
         reason = " ".join(str(error).split()).split(" Pass `ignore_metadata_errors")[0]
         raise ConfigError(refuse.format(reason)) from error
     card.data.model_name = card.data.model_name or runs[0].model.name
-    card.data.eval_results = _merge(card.data.eval_results or [], new, _card_key)
+    card.data.eval_results = merge_card(card.data.eval_results or [], new, replace, source)
     return card_text(card)
 
 
@@ -187,8 +198,7 @@ def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]
     for path, entries in files.items():
         text, source = existing.get(path, ("", path))
         old = _read_entries(source, text)
-        merged = _merge(old, entries, lambda item: (item["dataset"].get("id"), item["dataset"].get("task_id")))
-        texts[path] = dump_yaml(merged)
+        texts[path] = dump_yaml(merge_entries(old, entries))
     return texts
 
 
@@ -204,7 +214,8 @@ def eval_results_path(run: Results) -> str:
     return f"{EVAL_DIR}/advsuite-{'-'.join(_slug(part) for part in parts)}.yaml"
 
 
-def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = False) -> Exported:
+def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = False,
+           replace: bool = False) -> Exported:
     """Convert ``run_dir``'s results into ``to`` (created if needed) and optionally push them.
 
     Everything is read and checked before anything is written; the files are written atomically.
@@ -214,6 +225,8 @@ def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = F
         to: Directory of the model card and ``.eval_results/`` (a local copy of the model repo).
         push: Hub model repo to upload the written files to (``None``: nothing leaves the machine).
         create_pr: Open a pull request on ``push`` instead of committing to its main branch.
+        replace: Replace results of another evaluation (another n, seed, dataset or recipe)
+            exported before for the same model, dataset split and threat (refused otherwise).
     """
     if push is not None:
         check_repo_id(push)
@@ -229,7 +242,7 @@ def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = F
     def merged() -> dict[str, str]:  # every refusal before anything is written
         existing = {**hub, **{name: (text, repr(str(to / name))) for name in names
                               if (text := _read_local(to / name)) is not None}}
-        card = model_card(runs, *existing[CARD]) if CARD in existing else model_card(runs, None)
+        card = model_card(runs, *existing[CARD], replace) if CARD in existing else model_card(runs, None)
         return {CARD: card, **eval_results_files(runs, existing)}
 
     merged()
@@ -249,6 +262,14 @@ def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = F
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _check_sizes(path: Path, run: Results) -> None:
+    texts = [run.model.name, run.dataset.spec, run.dataset.split, *run.warnings, *run.attacks,
+             *(str(finding.get("message", "")) for finding in (run.illusion.findings if run.illusion else []))]
+    if len(run.warnings) > MOST_WARNINGS or any(len(text) > LONGEST_TEXT for text in texts):
+        raise ConfigError(f"{str(path)!r} holds more than {MOST_WARNINGS} warnings or a name or warning over "
+                          f"{LONGEST_TEXT:,} characters: no run writes that; it was not exported")
 
 
 def _args(common: dict[str, Any], interval: list[float] | None, threat: Any = None, **extra: Any) -> dict[str, Any]:
@@ -271,7 +292,9 @@ def _eval_results(run: Results) -> list[Any]:
 
     modality = _modality(run)
     dataset = hub_dataset(run) or run.dataset.spec
-    revision = _dataset_field(run, "revision") or run.dataset.fingerprint
+    # The Hub's dataset revision is a git revision of the dataset repo: only one the run recorded
+    # (the data's fingerprint goes in the args).
+    revision = _dataset_field(run, "revision")
     return [EvalResult(task_type=TASKS[modality], dataset_type=dataset, dataset_name=dataset,
                        dataset_config=_dataset_field(run, "config"), dataset_split=run.dataset.split,
                        dataset_revision=revision, metric_type=score.metric, metric_value=score.value,
@@ -292,25 +315,9 @@ def _modality(run: Results) -> str:
                       "the model classifies text or images")
 
 
-def _card_key(result: Any) -> tuple | None:
-    """What a card's result is, or ``None`` for one advsuite did not write (never replaced)."""
-    args = result.metric_args if isinstance(result.metric_args, dict) else {}
-    if "advsuite" not in args:
-        return None
-    return (args.get("model"), result.task_type, result.dataset_type, result.dataset_config, result.dataset_split,
-            result.metric_type, result.metric_config)
-
-
-def _merge(old: list[Any], new: list[Any], key: Any) -> list[Any]:
-    """``old`` with each item ``new`` has a same-key item for replaced in place; the rest of ``new`` after."""
-    fresh = {key(item): item for item in new}
-    merged = [fresh.pop(key(item)) if key(item) is not None and key(item) in fresh else item for item in old]
-    return merged + list(fresh.values())
-
-
 def _entries(run: Results, hub_id: str) -> list[dict[str, Any]]:
     config, revision = _dataset_field(run, "config"), _dataset_field(run, "revision")
-    prefix = "/".join([*([config] if config else []), run.dataset.split])
+    prefix = "/".join(_slug(part) for part in [*([config] if config else []), run.dataset.split])
     sample = f"n={run.dataset.n} of {run.dataset.size}, seed {run.seed}"
     about = (f"; model {run.model.name}; dataset fingerprint {run.dataset.fingerprint}; advsuite {run.suite_version}, "
              f"recipe {run.config_hash}")

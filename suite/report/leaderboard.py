@@ -12,9 +12,14 @@ copied from the results, or Wilson's from the accuracy and n for files written b
 recorded intervals.
 
 An entry's key is its slot (task, threat model, ε, model, revision) and the evaluation behind
-it: n and the dataset fingerprint. Adding an entry with the same key replaces it, so merging is
-idempotent; an entry for an occupied slot with another n or dataset (a ``--limit 10`` smoke
-test over a 200-example entry) is refused unless ``replace`` is given.
+it: n, the dataset fingerprint, the seed and the hash of the task's configuration (its attacks
+and their parameters). Adding an entry with the same key replaces it, so merging is idempotent;
+an entry for an occupied slot from another evaluation (a ``--limit 10`` smoke test over a
+200-example entry, FGM alone over a PGD entry) is refused unless ``replace`` is given.
+
+Results are checked before they enter (:mod:`suite.report.verify`): against themselves always,
+and against the run's records and identity where those are beside them. An entry says which
+(``verified``), and an unverified entry never replaces a verified one unless ``replace``.
 
 The file's schema is :class:`~suite.report.leaderboard_schema.Leaderboard` (re-exported here).
 Everything is validated before anything is written; writes are atomic and serialised by a lock
@@ -28,7 +33,6 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +54,7 @@ from suite.report.leaderboard_schema import (
     upgrade,
 )
 from suite.report.results_file import describe_validation, json_kind, read_results
+from suite.report.verify import check_enterable
 from suite.text import printable
 
 __all__ = ["DEFAULT_PATH", "LEADERBOARD_VERSION", "Entry", "Illusion", "Leaderboard", "add", "dumps", "empty",
@@ -72,39 +77,16 @@ def _interval(recorded: list[float] | None, accuracy: float, n: int) -> list[flo
     return list(wilson_interval(accuracy * n, n))
 
 
-def _check_results(results: Any, source: str) -> None:
-    """What the results schema cannot say but an entry needs: examples, a date, known attacks."""
-    if results.dataset.n < 1:
-        raise ConfigError(f"{source!r}: dataset.n is {results.dataset.n}: results of no examples cannot enter the "
-                          "leaderboard; evaluate at least one example")
-    try:
-        datetime.fromisoformat(results.created)
-    except ValueError:
-        raise ConfigError(f"{source!r}: created {results.created!r} is not an ISO 8601 date and time "
-                          "(e.g. 2026-11-23T10:00:00+00:00)") from None
-    if not results.attacks:
-        ran = ", ".join(results.distributional) or "none"
-        raise ConfigError(f"{source!r}: task {results.task!r} ran no point-wise attack (distributional: {ran}), so it "
-                          "has no worst-case robust accuracy to enter: evaluate a point-wise attack too "
-                          "(e.g. --attacks pgd_linf,wda_pp)")
-    if not results.threat_models:
-        raise ConfigError(f"results of task {results.task!r} have no per-threat-model worst case (written by an "
-                          "older advsuite): rerun the same command to refresh results.json (finished records are reused)")
-    for label, group in results.threat_models.items():
-        unknown = [name for name in group.attacks if name not in results.attacks]
-        if unknown:
-            raise ConfigError(f"{source!r}: threat model {label!r} names attack(s) {unknown!r} that are not in "
-                              f"attacks ({sorted(results.attacks)!r})")
-
-
-def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
+def entries_from_results(results: Any, source: str = "results", verified: bool | None = None) -> list[Entry]:
     """Leaderboard entries of one validated :class:`~suite.report.results.Results`.
 
     Args:
         results: The results.
         source: Where they came from, for messages (the file name).
+        verified: Whether the run's records and identity gave its numbers
+            (:func:`~suite.report.compare.check_reproduced`); ``None``: not checked.
     """
-    _check_results(results, source)
+    check_enterable(results, source)
     illusion = None
     if results.illusion is not None:
         illusion = Illusion(flagged=results.illusion.flagged, max_drop=results.illusion.max_drop,
@@ -115,7 +97,7 @@ def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
         threat = group.threat
         attacks = {key: results.attacks[key] for key in group.attacks}
         fields = dict(
-            task=f"{results.dataset.spec}/{results.dataset.split}",
+            task=task_name(results),
             threat_model=threat.norm if threat.level is None else f"{threat.level}-level",
             eps=threat.eps,
             norm=threat.norm,
@@ -144,6 +126,7 @@ def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
             warnings=list(results.warnings),
             dataset_fingerprint=results.dataset.fingerprint,
             recipe_task=results.task,
+            verified=verified,
         )
         try:
             entries.append(Entry(**fields))
@@ -151,6 +134,14 @@ def entries_from_results(results: Any, source: str = "results") -> list[Entry]:
             raise ConfigError(f"{source!r} cannot make a leaderboard entry for {threat.label!r}: "
                               f"{describe_validation(error)}") from error
     return entries
+
+
+def task_name(results: Any) -> str:
+    """An entry's task: the dataset, its configuration where it has one (``glue`` ``sst2`` and
+    ``cola`` are two tasks), and the split."""
+    config = (results.config.get("dataset") or {}).get("config") if isinstance(results.config, dict) else None
+    spec = results.dataset.spec if not config else f"{results.dataset.spec}[{config}]"
+    return f"{spec}/{results.dataset.split}"
 
 
 def _distributional(results: Any, threat: Any) -> float | None:
@@ -207,7 +198,7 @@ def merge(board: Leaderboard, new: Iterable[Entry], replace: bool = False,
         old = by_slot.get(entry.slot())
         if old is None:
             added += 1
-        elif old.key() != entry.key() and not replace:
+        elif (old.key() != entry.key() or (old.verified and not entry.verified)) and not replace:
             raise ConfigError(_conflict(old, entry, source))
         else:
             replaced += 1
@@ -217,11 +208,20 @@ def merge(board: Leaderboard, new: Iterable[Entry], replace: bool = False,
 
 
 def _conflict(old: Entry, new: Entry, source: str) -> str:
-    return (f"{source!r}: {new.model!r} (revision {new.revision!r}) on {new.task!r} under {new.threat_label()!r} is "
-            f"already on the leaderboard from another evaluation, with n={old.n}, seed {old.seed} and dataset "
-            f"fingerprint {old.dataset_fingerprint!r}; these results have n={new.n}, seed {new.seed} and fingerprint "
-            f"{new.dataset_fingerprint!r}. "
-            "A different evaluation never replaces an entry silently: pass --replace to replace it")
+    where = f"{source!r}: {new.model!r} (revision {new.revision!r}) on {new.task!r} under {new.threat_label()!r} is "
+    if old.key() == new.key():
+        return printable(where + "already on the leaderboard from results verified against their run's records, and "
+                         "these were added without records.jsonl and run.json beside them. An unverified entry never "
+                         "replaces a verified one silently: add the run's directory, or pass --replace")
+    if (old.n, old.seed, old.dataset_fingerprint) != (new.n, new.seed, new.dataset_fingerprint):
+        differs = (f"with n={old.n}, seed {old.seed} and dataset fingerprint {old.dataset_fingerprint!r}; these "
+                   f"results have n={new.n}, seed {new.seed} and fingerprint {new.dataset_fingerprint!r}")
+    else:
+        attacks = ", ".join(old.robust_accuracy) or "none"
+        differs = (f"with recipe {old.recipe_hash} (attacks {attacks}); these results come from recipe "
+                   f"{new.recipe_hash} (attacks {', '.join(new.robust_accuracy) or 'none'})")
+    return printable(where + f"already on the leaderboard from another evaluation, {differs}. "
+                     "A different evaluation never replaces an entry silently: pass --replace to replace it")
 
 
 def merge_all(board: Leaderboard, sourced: Iterable[tuple[str, list[Entry]]],
@@ -281,13 +281,14 @@ def check_target(path: Path) -> None:
             break
 
 
-def _reproduced(path: Path) -> Any:
-    """A results file, refused where the records beside it do not give its numbers."""
+def _entries(path: Path) -> list[Entry]:
+    """A results file's entries, refused where the file disagrees with itself or with the run's
+    records and identity beside it; marked verified where those were there."""
     from suite.report.compare import check_reproduced
 
     results = read_results(path)
-    check_reproduced(Path(path), results)
-    return results
+    verified = check_reproduced(Path(path), results)
+    return entries_from_results(results, str(path), verified)
 
 
 def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool = False) -> tuple[Leaderboard, int, int]:
@@ -301,7 +302,7 @@ def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool 
     page_dir = Path(path).parent  # the page goes beside the name given
     path = through_link(path)  # a link: its file, written and locked where it is
     check_target(path)
-    sourced = [(str(p), entries_from_results(_reproduced(p), str(p))) for p in results_paths]
+    sourced = [(str(p), _entries(p)) for p in results_paths]
     merge_all(load(path), sourced, replace)  # every refusal before anything is written
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -387,7 +388,7 @@ def rows(board: Leaderboard, task: str | None = None, threat_model: str | None =
             "worst case [95% CI]": _percent(e.worst_case_robust_accuracy, e.worst_case_robust_accuracy_ci),
             "wasserstein": "-" if e.distributional_accuracy is None else f"{100 * e.distributional_accuracy:.1f}%",
             "attacks [95% CI]": ", ".join(f"{k} {_percent(v, e.robust_accuracy_ci[k])}" for k, v in e.robust_accuracy.items()),
-            "n": str(e.n),
+            "n": str(e.n) if e.verified is not False else f"{e.n} (unverified)",
             "illusion": "-" if e.illusion is None or not e.illusion.flagged else f"YES (-{100 * e.illusion.max_drop:.1f} pp)",
         }
         for e in selected

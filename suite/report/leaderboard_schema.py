@@ -93,6 +93,10 @@ class Entry(_Strict):
     recipe_task: Name = Field(description="task name in the recipe (evaluate for one-command runs)")
     members: Annotated[list[Member], Field(max_length=1_000)] | None = Field(
         None, description="a randomized ensemble's members; its accuracies are exact expectations over them")
+    verified: bool | None = Field(
+        None, description="true: the run's records.jsonl and run.json were beside its results and gave every number "
+                          "(suite.report.verify); false: the results were added alone, checked only against "
+                          "themselves; null: added before advsuite recorded this")
 
     @model_validator(mode="after")
     def _consistent(self) -> Entry:
@@ -106,12 +110,15 @@ class Entry(_Strict):
         """What the entry is about: (task, threat model, ε, model, revision). One entry per slot."""
         return (self.task, self.threat_model, self.eps, self.model, self.revision or "")
 
-    def key(self) -> tuple[str, str, float | None, str, str, int, str, int]:
-        """The slot and the evaluation behind it (n, dataset fingerprint, seed): the same key is
-        the same evaluation, which may replace itself. The seed draws the subsample and the
-        attacks' randomness: another seed is another evaluation (``compare`` refuses two seeds'
-        subsamples as different examples), never a silent replacement."""
-        return (*self.slot(), self.n, self.dataset_fingerprint or "", self.seed)
+    def key(self) -> tuple[str, str, float | None, str, str, int, str, int, str]:
+        """The slot and the evaluation behind it (n, dataset fingerprint, seed, and the hash of the
+        task's configuration: its attacks and their parameters, the adversary, the data): the
+        same key is the same evaluation, which may replace itself. The seed draws the subsample
+        and the attacks' randomness: another seed is another evaluation (``compare`` refuses two
+        seeds' subsamples as different examples), never a silent replacement. So is another
+        attack list: a run of FGM alone would otherwise replace a PGD entry with a higher worst
+        case."""
+        return (*self.slot(), self.n, self.dataset_fingerprint or "", self.seed, self.recipe_hash)
 
     def threat_label(self) -> str:
         return self.threat_model if self.eps is None else f"{self.threat_model} eps={self.eps:g}"

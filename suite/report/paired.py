@@ -11,7 +11,7 @@ row's number, and tests each difference on the examples:
   sign-flip (randomisation) test of the per-example differences, which for 0/1 values is the
   same sign test.
 
-An evaluation's illusion-of-robustness findings (:mod:`suite.evaluation.illusion`) test their
+An evaluation's illusion-of-robustness findings (:mod:`suite.report.illusion`) test their
 drops with :func:`paired_test` too, on the run's records in memory.
 """
 

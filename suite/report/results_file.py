@@ -5,6 +5,7 @@ Shared by everything that reads results (the leaderboard, ``compare``, ``export`
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,11 @@ def read_results(path: Path) -> Any:
     data = strict_json.read_json(path, "results")
     if not isinstance(data, dict):
         raise ConfigError(f"{str(path)!r} holds a JSON {json_kind(data)}, not an advsuite results object")
+    try:  # a lone surrogate ("\ud800" in the JSON) is no character: nothing could print or write it
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"{str(path)!r} holds a lone UTF-16 surrogate escape (such as \\ud800), which is no "
+                          "character: it was not written by advsuite") from None
     version = data.get("schema_version")
     if not is_int(version) or version not in RESULTS_VERSIONS:
         raise ConfigError(f"{str(path)!r} has schema_version {version!r}; this advsuite reads results of schema "
