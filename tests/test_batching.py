@@ -25,7 +25,8 @@ ATTACKS = ["fgm_linf", {"name": "apgd_t", "steps": 3, "targets": 3}]
 
 def _records(directory) -> list[dict]:
     rows = [json.loads(line) for line in (directory / "records.jsonl").read_text().splitlines()]
-    return sorted((row for row in rows), key=lambda row: (row["kind"], row.get("attack", ""), row["id"]))
+    # The file's first line names its run, whose identity holds the batch size where a loss is a mean.
+    return sorted((row for row in rows if row["kind"] != "run"), key=lambda row: (row["kind"], row.get("attack", ""), row["id"]))
 
 
 def _without_timing(rows: list[dict]) -> list[dict]:

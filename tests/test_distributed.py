@@ -68,7 +68,7 @@ def test_per_process_files_resume_with_any_process_count_and_merge_in_run_order(
     single.merge([("clean", "", i) for i in "dcba"])
     assert not list(tmp_path.glob("records.rank*.jsonl"))
     merged = [json.loads(line)["id"] for line in (tmp_path / "records.jsonl").read_text().splitlines()]
-    assert merged == ["d", "c", "b", "a"]
+    assert merged == ["run", "d", "c", "b", "a"]  # whose records, then the records in run order
 
 
 def test_unknown_per_process_records_are_refused(tmp_path):

@@ -9,6 +9,7 @@ import pytest
 
 from suite.errors import ConfigError
 from suite.evaluation.records import RecordStore
+from suite.report.record_schema import run_digest
 
 
 def _record(example_id: str) -> dict:
@@ -27,7 +28,7 @@ def test_partial_last_line_is_dropped_and_appends_stay_valid(tmp_path):
     assert again.has("clean", "a") and again.has("clean", "b") and not again.has("clean", "c")
     again.append([_record("c")])
     lines = (tmp_path / "records.jsonl").read_text().splitlines()
-    assert [json.loads(line)["id"] for line in lines] == ["a", "b", "c"]
+    assert [json.loads(line)["id"] for line in lines] == ["run", "a", "b", "c"]  # the file opens with whose it is
 
 
 def test_other_runs_are_refused_or_replaced(tmp_path):
@@ -83,7 +84,7 @@ def test_a_damaged_record_is_refused_in_one_line_before_anything_is_written(tmp_
     with open(tmp_path / "records.jsonl", "a") as handle:
         handle.write(json.dumps(record) + "\n")
     before = (tmp_path / "records.jsonl").read_bytes()
-    with pytest.raises(ConfigError, match=r"line 3 is a damaged record \(" + re.escape(said) + r"\); use --overwrite"):
+    with pytest.raises(ConfigError, match=r"line 4 is a damaged record \(" + re.escape(said) + r"\); use --overwrite"):
         RecordStore(tmp_path, {"seed": 0}).check(overwrite=False)
     with pytest.raises(ConfigError, match="damaged record"):
         RecordStore(tmp_path, {"seed": 0}).open(overwrite=False)
@@ -103,9 +104,30 @@ def test_two_different_records_of_one_example_are_refused_and_repeated_ones_read
     assert again.get("attack", "a", "pgd_linf") == _attack("a")
     again.close()
     lines = (tmp_path / "records.jsonl").read_text().splitlines()
-    (tmp_path / "records.jsonl").write_text("\n".join([json.dumps(_attack("a", robust=1.0)), *lines]) + "\n")
+    (tmp_path / "records.jsonl").write_text("\n".join([lines[0], json.dumps(_attack("a", robust=1.0)), *lines[1:]]) + "\n")
     with pytest.raises(ConfigError, match="holds two different attack records of example 'a' under 'pgd_linf'"):
         RecordStore(tmp_path, {"seed": 0}).check(overwrite=False)
+
+
+def test_records_open_with_their_run_and_another_runs_are_not_resumed(tmp_path):
+    """A record names no model: another run's run.json copied beside them (or their run's
+    line removed) made a rerun resume them as that run's, another model's numbers under its
+    name. Every record file opens with the digest of its run's identity, checked on resume."""
+    first = RecordStore(tmp_path / "b", {"model": "builtin:digits-cnn"})
+    first.open(overwrite=False)
+    first.append([_record("a")])
+    first.close()
+    lines = (tmp_path / "b" / "records.jsonl").read_text().splitlines()
+    assert json.loads(lines[0]) == {"kind": "run", "id": "run", "run": run_digest({"model": "builtin:digits-cnn"})}
+    other = {"model": "builtin:digits-cnn-at"}
+    (tmp_path / "b" / "run.json").write_text(json.dumps(other))  # what the run.json of another directory says
+    for step in ("check", "open"):
+        with pytest.raises(ConfigError, match="holds the records of another run .* they are not resumed"):
+            getattr(RecordStore(tmp_path / "b", other), step)(overwrite=False)
+    (tmp_path / "b" / "run.json").write_text(json.dumps({"model": "builtin:digits-cnn"}))
+    (tmp_path / "b" / "records.jsonl").write_text("\n".join(lines[1:]) + "\n")  # the run's line removed
+    with pytest.raises(ConfigError, match="holds records of no named run"):
+        RecordStore(tmp_path / "b", {"model": "builtin:digits-cnn"}).check(overwrite=False)
 
 
 def test_what_a_kill_left_mid_write_does_not_claim_the_directory_and_is_removed(tmp_path):

@@ -578,3 +578,24 @@ def test_a_model_with_no_gradient_path_refuses_white_box_attacks_and_runs_black_
     results = suite.evaluate(model, data, eps=0.3, attacks=["square"])
     assert results.attacks["square"].robust_accuracy <= results.clean_accuracy
     assert any("no gradient path" in warning for warning in results.warnings)
+
+
+def test_figures_draw_names_escaped_and_warn_no_control_characters(tmp_path, recwarn):
+    """A model name with ESC and CR in a plot's title: matplotlib printed them raw in its
+    "Glyph missing" warnings and drew boxes. Figures now draw them escaped; line breaks stay."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from suite.report.figures import save_figure
+
+    figure, axis = plt.subplots()
+    axis.set_title("model\x1b[31mX\r\nsecond line")
+    axis.plot([0, 1], label="a\u202eb")
+    legend = axis.legend()
+    save_figure(figure, tmp_path / "f.png")
+    assert axis.title.get_text() == "model\\x1b[31mX\\x0d\nsecond line"
+    assert legend.get_texts()[0].get_text() == "a\\u202eb"
+    assert (tmp_path / "f.png").stat().st_size > 0
+    assert not [str(w.message) for w in recwarn if any(char in str(w.message) for char in "\x1b\r\u202e")]

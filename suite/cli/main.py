@@ -111,13 +111,16 @@ def _run(args: argparse.Namespace, where: str) -> NoReturn:
         sys.exit(128 + signal.SIGPIPE)
     except (WriteError, OSError) as error:
         _SAID.append(True)
-        if not isinstance(error, WriteError) and error.errno == errno.ENAMETOOLONG:  # a path given: bad input
+        bad_path = {errno.ENAMETOOLONG: "is too long (a name over 255 bytes, or a path over 4,096): give a shorter one",
+                    # --output /proc/x, --to a-file/sub: a folder on the way cannot hold it
+                    errno.ENOENT: "cannot be made (a folder on the way is missing or cannot hold it): give another",
+                    errno.ENOTDIR: "cannot be made (a part of it is a file, not a folder): give another"}
+        if not isinstance(error, WriteError) and error.errno in bad_path and error.filename:  # a path given: bad input
             from suite.text import printable
 
-            name = str(error.filename or "")
+            name = str(error.filename)
             shown = printable(repr(name if len(name) <= 80 else name[:80] + "..."))
-            print(f"advsuite{where}: error: path {shown} is too long (a name over 255 bytes, or a path over 4,096): "
-                  "give a shorter one", file=sys.stderr)
+            print(f"advsuite{where}: error: path {shown} {bad_path[error.errno]}", file=sys.stderr)
             sys.exit(2)
         if not isinstance(error, WriteError):
             if not is_write_fault(error):

@@ -35,7 +35,7 @@ from typing import Any
 
 from suite.errors import ConfigError
 from suite.evaluation.distributed import Processes
-from suite.report.record_schema import RECORDS_FILE, record_problem
+from suite.report.record_schema import RECORDS_FILE, RUN_KIND, record_problem, run_header
 from suite.paths import (KEPT_RECORDS, RESUME, append_text, atomic_write_text, check_run_directory, lock_directory,
                          remove_temporaries, writable_parent, writing)
 
@@ -84,6 +84,8 @@ class RecordStore:
         self._lock: int | None = None
         self._created = False
         self._wrote_run = False
+        self._header = json.dumps(run_header(identity), sort_keys=True) + "\n"
+        self._headed = False  # this process's record file opens with the header
 
     # ----------------------------------------------------------------------------------------
     # Checks: nothing is written before they pass.
@@ -104,7 +106,7 @@ class RecordStore:
         if existing != directory or overwrite:
             return  # a new directory, or one whose suite files are cleared
         self._verify()
-        _load(directory, self._files())
+        _load(directory, self._files(), self._header)
 
     def _verify(self) -> None:
         """The directory holds this run (or nothing at all); one clear line otherwise."""
@@ -154,7 +156,8 @@ class RecordStore:
                 self.close(failed=True)
                 raise
         processes.barrier()
-        self.records = _load(self.directory, self._files())
+        self.records = _load(self.directory, self._files(), self._header)
+        self._headed = self.path.exists() and self.path.stat().st_size > 0
 
     def _acquire(self, wait: bool) -> None:
         self._lock = lock_directory(self.directory, wait)
@@ -215,7 +218,9 @@ class RecordStore:
         if not records:
             return
         if self.path is not None:
-            append_text(self.path, "".join(json.dumps(record, sort_keys=True) + "\n" for record in records))
+            header = "" if self._headed else self._header  # a file's first records: whose they are
+            append_text(self.path, header + "".join(json.dumps(record, sort_keys=True) + "\n" for record in records))
+            self._headed = True
         for record in records:
             self.records[record_key(record)] = record
         if self.processes.several:
@@ -242,7 +247,7 @@ class RecordStore:
         keys = [key for key in dict.fromkeys([*order, *sorted(self.records)]) if key in self.records]
         if not shards and keys == list(self.records):
             return
-        lines = [json.dumps(self.records[key], sort_keys=True) + "\n" for key in keys]
+        lines = [self._header, *(json.dumps(self.records[key], sort_keys=True) + "\n" for key in keys)]
         atomic_write_text(self.directory / RECORDS_FILE, "".join(lines), KEPT_RECORDS, RESUME)
         for path in shards:
             path.unlink(missing_ok=True)
@@ -257,12 +262,13 @@ def _repair(path: Path) -> None:
             handle.truncate(end)
 
 
-def _load(directory: Path, files: list[Path]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """Every record of ``files`` by key; one line for a damaged record or two different records
-    of one key (a merge cut short repeats records whole, and those are the same)."""
+def _load(directory: Path, files: list[Path], header: str) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Every record of ``files`` by key; one line for a file of another run's records (its
+    first line, ``header``, names the run), a damaged record or two different records of one key
+    (a merge cut short repeats records whole, and those are the same)."""
     records: dict[tuple[str, str, str], dict[str, Any]] = {}
     for path in files:
-        for record in _read(path):
+        for record in _read(path, json.loads(header)):
             key = record_key(record)
             if records.setdefault(key, record) != record:
                 kind, attack, example = key
@@ -272,7 +278,7 @@ def _load(directory: Path, files: list[Path]) -> dict[tuple[str, str, str], dict
     return records
 
 
-def _read(path: Path) -> list[dict[str, Any]]:
+def _read(path: Path, header: dict[str, str]) -> list[dict[str, Any]]:
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
     records = []
@@ -283,6 +289,15 @@ def _read(path: Path) -> list[dict[str, Any]]:
             except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, a number too long, too deep
                 raise ConfigError(f"{str(path)!r} line {number} is not JSON ({getattr(error, 'msg', error)}); "
                                   "use --overwrite to start over") from error
+            if number == 1 or (isinstance(record, dict) and record.get("kind") == RUN_KIND):
+                if record == header and number == 1:
+                    continue
+                whose = ("the records of another run (its first line names a run other than run.json's)"
+                         if number == 1 and isinstance(record, dict) and record.get("kind") == RUN_KIND else
+                         "records of no named run (its first line does not name their run: written before record "
+                         "files did, or edited)")
+                raise ConfigError(f"{str(path)!r} holds {whose}; they are not resumed: use --overwrite to start "
+                                  "over, or choose another --output")
             if not _is_record(record):
                 raise ConfigError(f"{str(path)!r} line {number} is not an advsuite record; use --overwrite to start over")
             problem = record_problem(record)

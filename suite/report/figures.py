@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.paths import KEPT_RECORDS, RESUME, atomic_write
+from suite.text import printable
 
 
 def save_figure(figure: Any, path: Path, dpi: float | None = None) -> Path:
@@ -13,7 +14,15 @@ def save_figure(figure: Any, path: Path, dpi: float | None = None) -> Path:
     which output-directory checks treat as the suite's, removed if the write fails), close it, and
     return ``path``. Figures live in run directories: a failed write keeps the finished records."""
     import matplotlib.pyplot as plt
+    from matplotlib.text import Text
 
+    # Names in titles, labels and legends come from users: control and bidi characters are drawn
+    # escaped, as a terminal shows them (matplotlib would print a raw ESC or CR in its "Glyph
+    # missing" warnings, and draw boxes). Line breaks stay.
+    for text in figure.findobj(Text):
+        shown = text.get_text()
+        if not shown.replace("\n", "").isprintable():
+            text.set_text("\n".join(printable(line) for line in shown.split("\n")))
     path = Path(path)
     options = {"format": path.suffix.lstrip(".") or "png", **({"dpi": dpi} if dpi is not None else {})}
     try:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.report.record_schema import RECORDS_FILE, record_problem
+from suite.report.record_schema import RECORDS_FILE, RUN_KIND, record_problem, run_digest
 from suite.report.results import Results
 
 #: The sign-flip test enumerates every sign pattern up to this many non-zero differences.
@@ -54,6 +54,7 @@ def read_records(path: Path, run: Results) -> RunRecords | str:
         return f"no {RECORDS_FILE} beside its results"
     clean: dict[str, tuple[float, int | None]] = {}
     attacks: dict[str, dict[str, float]] = {}
+    whose = _run_digest(file.parent / "run.json")
     try:
         lines = file.read_text(encoding="utf-8").splitlines()
         for line in lines:
@@ -61,6 +62,10 @@ def read_records(path: Path, run: Results) -> RunRecords | str:
                 continue
             record = json.loads(line)
             kind, example = record.get("kind"), record.get("id")
+            if kind == RUN_KIND:  # whose records follow: the run of the run.json beside them, where there is one
+                if whose is not None and record.get("run") != whose:
+                    return f"its {RECORDS_FILE} holds another run's records than its run.json describes"
+                continue
             if kind in ("clean", "attack") and record_problem(record) is not None:  # what a resume refuses too
                 raise ValueError(record)
             if kind == "clean":
@@ -77,6 +82,15 @@ def read_records(path: Path, run: Results) -> RunRecords | str:
     if len(clean) != run.dataset.n:
         return f"its {RECORDS_FILE} holds {len(clean)} clean records, not its n = {run.dataset.n}"
     return RunRecords(clean, attacks)
+
+
+def _run_digest(path: Path) -> str | None:
+    """The digest of the run ``path`` (a ``run.json``) describes, ``None`` without a readable one."""
+    try:
+        identity = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return run_digest(identity) if isinstance(identity, dict) else None
 
 
 def row_outcomes(records: RunRecords, run: Results, rows: Mapping[tuple[str, str], tuple[str, float]],

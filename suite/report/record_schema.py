@@ -3,11 +3,26 @@ them; :mod:`suite.report.paired` reads them beside a run's results): one check f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from typing import Any
 
 RECORDS_FILE = "records.jsonl"
+#: The first line of every record file: whose records follow (:func:`run_header`).
+RUN_KIND = "run"
+
+
+def run_digest(identity: dict[str, Any]) -> str:
+    """The SHA-256 of a run's identity (what ``run.json`` holds), as its record files name it."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def run_header(identity: dict[str, Any]) -> dict[str, str]:
+    """The record that opens every record file: the run whose records follow. A record carries
+    no model name, so without it another run's ``run.json`` copied beside them made a rerun
+    resume them as that run's (another model's numbers under its name)."""
+    return {"kind": RUN_KIND, "id": RUN_KIND, "run": run_digest(identity)}
 
 
 def _fraction(value: Any) -> bool:
