@@ -92,7 +92,12 @@ def format_validation_error(error, unknown: str = "unknown parameter") -> str:
     ``unknown`` names what an extra (forbidden) key is: a parameter of an attack, a field of a file.
     """
     parts = []
-    for item in error.errors():
+    items = error.errors()
+    for item in items:
+        # A list whose items all failed is also "too short" after validation: said once, by the items.
+        if item["type"] == "too_short" and any(len(other["loc"]) > len(item["loc"]) and
+                                               other["loc"][:len(item["loc"])] == item["loc"] for other in items):
+            continue
         where = ".".join(str(part) for part in item["loc"])
         message = unknown if item["type"] == "extra_forbidden" else item["msg"]
         if item["type"] == "value_error":

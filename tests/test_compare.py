@@ -44,7 +44,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 def records(run: Path) -> tuple[list[dict], dict[str, dict[str, dict]]]:
     """Clean records in order, and attack records by attack key and example id."""
-    lines = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    lines = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines() if '"kind": "run"' not in line]
     attacked: dict[str, dict[str, dict]] = {}
     for line in lines:
         if line["kind"] == "attack":

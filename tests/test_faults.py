@@ -67,7 +67,7 @@ def without_timing(value):
 
 def outcome(directory: Path) -> tuple[list, dict]:
     """The run's records (in file order) and results, timing fields aside."""
-    records = [without_timing(json.loads(line)) for line in (directory / "records.jsonl").read_text().splitlines()]
+    records = [without_timing(json.loads(line)) for line in (directory / "records.jsonl").read_text().splitlines() if '"kind": "run"' not in line]
     return records, without_timing(json.loads((directory / "results.json").read_text()))
 
 

@@ -200,6 +200,43 @@ def test_timm_pretrained_weights_that_are_pickles_are_refused_unless_allowed(tmp
         _build("test_resnet", pretrained=True, pretrained_cfg_overlay={"url": "file:///nowhere/w.pth", "hf_hub_id": None})
 
 
+def test_an_hf_model_the_hub_cannot_give_is_one_line_at_once(monkeypatch):
+    """Offline, huggingface_hub retried each request five times with backoff: about eleven lines
+    over 30 s before the error. One probe of the Hub now, and a model not in the cache is
+    refused in one line before transformers asks anything (a proxy or offline mode: no probe)."""
+    import socket
+
+    import transformers
+
+    from suite.models import hub_access
+
+    probed = []
+
+    def unreachable(address, timeout=None):
+        probed.append((address, timeout))
+        raise OSError(101, "Network is unreachable")
+
+    def never(*args, **kwargs):
+        raise AssertionError("transformers was asked for a model the Hub cannot give")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", never)
+    for name in ("HF_HUB_OFFLINE", "HF_ENDPOINT", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    hub_access.hub_unreachable.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match=r"cannot load hf model 'nobody/nothing-here': it is not in the local "
+                                              r"Hugging Face cache, and the Hub \(huggingface.co:443\) cannot be "
+                                              r"reached \(Network is unreachable\)"):
+            load_model(ModelConfig(spec="hf:nobody/nothing-here"))
+        assert probed == [(("huggingface.co", 443), hub_access.PROBE_SECONDS)]
+        hub_access.hub_unreachable.cache_clear()
+        monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+        assert hub_access.hub_unreachable() is None and len(probed) == 1  # behind a proxy: no probe
+    finally:
+        hub_access.hub_unreachable.cache_clear()
+
+
 def test_hf_dir_with_only_a_pickle_is_refused_unless_allowed(tmp_path):
     directory = save_tiny_bert(tmp_path / "pickled", safe=False)
     assert (directory / "pytorch_model.bin").is_file() and not list(directory.glob("*.safetensors"))

@@ -36,7 +36,7 @@ def advsuite(*args: str) -> int:
 
 
 def records_of(directory: Path) -> list[dict]:
-    return [json.loads(line) for line in (directory / "records.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (directory / "records.jsonl").read_text().splitlines() if '"kind": "run"' not in line]
 
 
 def one_error_line(capsys) -> str:
@@ -87,9 +87,10 @@ def test_model_retrained_in_place_is_refused_never_mixed(tmp_path, digits_dir, c
 
 
 def test_records_under_another_runs_run_file_are_refused_never_reported(tmp_path, capsys):
-    """``run.json`` alone ties a directory to its run: another model's records under a
-    ``run.json`` copied from this run's would be reported as this model's. The rerun checks its
-    clean pass against the recorded clean records, and refuses in one line."""
+    """Another model's records under a ``run.json`` copied from this run's would be reported as
+    this model's. Their file's first line names their own run, so the rerun refuses them in one
+    line (it also checks its clean pass against the recorded clean records, which catches only
+    models whose clean predictions differ: on 4 digits both models agreed, and were reported)."""
     def command(model: str, out: Path) -> tuple:
         return ("evaluate", "--model", model, *DIGITS, "--attacks", "fgm_linf", "--eps", "0.05", "--n", "24",
                 "--output", out)
@@ -103,8 +104,7 @@ def test_records_under_another_runs_run_file_are_refused_never_reported(tmp_path
     capsys.readouterr()
     assert advsuite(*command("builtin:digits-cnn-at", theirs)) == 2
     line = one_error_line(capsys)
-    assert "holds records that are not this run's: the clean pass differs from its recorded clean records" in line
-    assert "was its run.json copied from another run?" in line
+    assert "records.jsonl' holds the records of another run (its first line names a run other than run.json's)" in line
     assert (theirs / "records.jsonl").read_text() == records and not (theirs / "results.json").exists()
     assert advsuite(*command("builtin:digits-cnn-at", mine)) == 0  # its own records resume
 
@@ -545,12 +545,13 @@ def test_a_renamed_model_is_not_published_and_hostile_names_are_written_escaped(
     assert ModelCard(card).data.model_name == hostile
 
     data = tmp_path / "texts.jsonl"
-    data.write_text(json.dumps({"text": "a fine \x1b[31mfilm\x1b[0m indeed", "label": 1}) + "\n"
+    data.write_text(json.dumps({"text": "a fine \x1b[31mfilm\x1b[0m <script>x</script> indeed", "label": 1}) + "\n"
                     + json.dumps({"text": "a dull film", "label": 0}) + "\n")
     assert advsuite("evaluate", "--model", "builtin:sentiment-tiny", "--dataset", f"hf:{data}", "--split", "train",
                     "--attacks", "deepwordbug", "--adversary", "none", "--log-samples", "--output", tmp_path / "t") == 0
     samples = (tmp_path / "t" / "samples.md").read_text()
     assert "\x1b" not in samples and "a fine \\x1b[31mfilm" in samples
+    assert "<script>" not in samples and "&lt;script&gt;x&lt;/script&gt;" in samples  # shown, not run, where rendered
 
 
 def test_a_model_with_no_gradient_path_refuses_white_box_attacks_and_runs_black_box_ones():

@@ -64,8 +64,15 @@ def adversary_list(text: str) -> str:
 def output_dir(text: str) -> Path:
     """A directory path that is not empty (``--output ''`` would write into the current directory)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(f"is empty ({text!r}): name a directory, e.g. --output runs/mine; "
-                                         "leave the flag out for the default")
+        raise argparse.ArgumentTypeError(f"is empty ({text!r}): name a directory, e.g. runs/mine")
     if "\0" in text:
         raise argparse.ArgumentTypeError(f"{text!r} holds a NUL character, which no file system allows")
     return Path(text)
+
+
+def spec(text: str) -> str:
+    """A model or dataset spec that is not empty (``--dataset ''`` silently meant the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"is empty ({text!r}): name one, e.g. builtin:digits or hf:<name>, or leave "
+                                         "the flag out")
+    return text

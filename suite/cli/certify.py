@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from suite.cli.argtypes import nonnegative_int, output_dir
+from suite.cli.argtypes import nonnegative_int, output_dir, spec
 from suite.cli.common import add_image_model_flags, positive_int, radii
 
 EPILOG = """examples:
@@ -30,7 +30,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--model", required=True,
                         help="timm:<name or dir>, builtin:<image model>, or a plugin's image model (not text models "
                         "or randomized ensembles)")
-    parser.add_argument("--dataset", help="builtin:<name>, hf:<name or local file/dir> (default: the dataset the model "
+    parser.add_argument("--dataset", type=spec, help="builtin:<name>, hf:<name or local file/dir> (default: the dataset the model "
                         "card names; built-in models: their own)")
     parser.add_argument("--split", default="test")
     parser.add_argument("--n", type=positive_int, default=100, help="examples: the empirical distribution (default 100)")

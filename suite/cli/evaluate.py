@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from suite.cli.argtypes import adversary_list, attack_list, nonnegative_int, output_dir
+from suite.cli.argtypes import adversary_list, attack_list, nonnegative_int, output_dir, spec
 from suite.cli.common import (add_channels_last_flag, add_deterministic_flag, add_directory_flags, add_image_model_flags,
                               batch_size, positive_int, print_report, radii)
 
@@ -25,7 +25,7 @@ def add_parser(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", required=True, help="hf:<hub id or dir>, timm:<name or dir>, builtin:<name>")
-    parser.add_argument("--dataset", help="builtin:<name>, hf:<hub name or local file/dir> (default: the dataset the "
+    parser.add_argument("--dataset", type=spec, help="builtin:<name>, hf:<hub name or local file/dir> (default: the dataset the "
                         "model card names; built-in models: their own)")
     parser.add_argument("--split", default="test")
     parser.add_argument("--n", "--limit", dest="n", type=positive_int, metavar="N",

@@ -101,7 +101,7 @@ def _run(args: argparse.Namespace, where: str) -> NoReturn:
             code = args.handler(args)
     except SuiteError as error:
         _SAID.append(True)
-        print(f"advsuite{where}: error: {error}", file=sys.stderr)
+        print(f"advsuite{where}: error: {_shortened(str(error))}", file=sys.stderr)
         sys.exit(error.exit_code)
     except BrokenPipeError:
         # The reader of our output left (`advsuite compare ... --json | head`): nothing to say to
@@ -150,6 +150,17 @@ def entry() -> None:
 
 #: Set once this process has printed why it stops (the launcher's SIGTERM then adds nothing).
 _SAID: list[bool] = []
+
+
+#: The longest error line: messages quote values from files anyone can write (a model name of
+#: 5 million characters made a 5 MB line).
+LONGEST_ERROR = 2_000
+
+
+def _shortened(message: str) -> str:
+    if len(message) <= LONGEST_ERROR:
+        return message
+    return f"{message[:LONGEST_ERROR]}... ({len(message) - LONGEST_ERROR:,} characters more)"
 
 
 def _failed(error: Exception, where: str) -> NoReturn:

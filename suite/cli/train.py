@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from suite.cli.argtypes import nonnegative_int, output_dir, positive_float
+from suite.cli.argtypes import nonnegative_int, output_dir, positive_float, spec
 from suite.cli.common import add_directory_flags, positive_int
 
 IMAGE_METHODS = ("standard", "fgsm_at", "pgd_at", "trades", "mart", "beta_at", "sbeta_at", "bat")
@@ -51,7 +51,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--model", required=True,
                         help="timm:<architecture> (fresh weights), or timm:<dir> / builtin:<image model> / hf:<dir> / "
                         "builtin:<text model> to fine-tune")
-    parser.add_argument("--dataset", required=True, help="builtin:<name>, hf:<hub name or local file/dir>")
+    parser.add_argument("--dataset", type=spec, required=True, help="builtin:<name>, hf:<hub name or local file/dir>")
     parser.add_argument("--split", default="train", help="split to train on (default: train)")
     parser.add_argument("--method", choices=METHOD_NAMES, help="training method (default: pgd_at, text: pgd_k)")
     parser.add_argument("--eps", type=_nonnegative_float, help="radius trained against (default 8/255 under linf, 0.5 under "

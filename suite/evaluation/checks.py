@@ -125,8 +125,10 @@ def check_gradient_direction(model: Classifier, attacks: Mapping[str, Attack], e
     """
     if model.modality != "image" or not examples:
         return []
+    # At ε = 0 no attack moves the input, and no step could go uphill: nothing to check.
     gradient = [(name, attack) for name, attack in attacks.items() if attack.access == "white-box"
-                and getattr(attack, "geometry", None) is not None and robust_accuracy.get(name, 0.0) > 0]
+                and getattr(attack, "geometry", None) is not None and robust_accuracy.get(name, 0.0) > 0
+                and float(attack.threat.eps or 0) > 0]
     if not gradient:
         return []
     name, attack = gradient[0]

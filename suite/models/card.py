@@ -74,6 +74,11 @@ def _card_text(scheme: str, name: str, revision: str | None) -> str | None:
         readme = directory / "README.md"
         return readme.read_text(encoding="utf-8", errors="replace") if readme.is_file() else None
     repo = f"timm/{name}" if scheme == "timm" and "/" not in name else name
+    from suite.models.hub_access import cached, hub_unreachable
+
+    if hub_unreachable() is not None and not cached(repo, "README.md", revision):
+        logger.debug("no model card for %s: %s", repo, hub_unreachable())
+        return None  # not minutes of retries for a card
     try:
         from huggingface_hub import hf_hub_download
 
@@ -87,11 +92,15 @@ def default_dataset(spec: str, revision: str | None = None) -> tuple[str, str] |
     """``(dataset spec, where it came from)`` for the model ``spec``, or ``None``.
 
     Raises:
-        ConfigError: ``spec`` names a local directory that does not exist.
+        ConfigError: ``spec`` names a local directory that does not exist, or no built-in model.
     """
     scheme, _, name = spec.partition(":")
     if scheme == "builtin":
+        from suite.errors import UnknownNameError
         from suite.models.registry import BUILTIN_MODELS, TEXT_BUILTINS
+
+        if name not in BUILTIN_MODELS:  # said as such, not as a model that names no dataset
+            raise UnknownNameError(BUILTIN_MODELS.unknown_message(name))
 
         # Every built-in is trained on a built-in set: the text ones on sentiment, the rest on digits.
         dataset = None if name not in BUILTIN_MODELS else "builtin:sentiment" if name in TEXT_BUILTINS else "builtin:digits"

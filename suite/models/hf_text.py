@@ -20,6 +20,7 @@ import torch
 from suite.errors import ConfigError
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
 from suite.models.config import ModelConfig
+from suite.models.hub_access import cached, hub_unreachable
 from suite.models.weights import (ALLOW_PICKLE, check_safetensors, local_dir, pickled_files, refuse_pickle,
                                   verify_weights)
 
@@ -177,7 +178,12 @@ def load_hf(name: str, config: ModelConfig) -> HFTextClassifier:
     if directory is not None:
         _check_model_dir(directory, config.allow_pickle)
     source = str(directory) if directory is not None else name
-    model_config, model, tokenizer = _from_pretrained(name, source, config)
+    offline = None
+    if directory is None and (offline := hub_unreachable()) is not None:  # one line now, not minutes of retries
+        if not cached(name, "config.json", config.revision):
+            raise ConfigError(f"cannot load hf model {name!r}: it is not in the local Hugging Face cache, and "
+                              f"{offline}; connect, or give a local directory (save_pretrained)")
+    model_config, model, tokenizer = _from_pretrained(name, source, config, local_only=offline is not None)
     prepare_tokenizer(model, tokenizer)
     if directory is not None:
         revision = config.revision or local_revision(directory)
@@ -222,12 +228,14 @@ def _check_json_mapping(path: Path) -> None:
         raise ConfigError(f"{str(path)!r} holds a JSON {type(content).__name__}, not a mapping: save the model again")
 
 
-def _from_pretrained(name: str, source: str, config: ModelConfig):
-    """``(model config, model, tokenizer)``; every loading failure is one line."""
+def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bool = False):
+    """``(model config, model, tokenizer)``; every loading failure is one line. ``local_only``:
+    from the local cache (the Hub cannot be reached)."""
     from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
-    kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
+    kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code,
+              **({"local_files_only": True} if local_only else {})}
     model_config = None
     try:
         tokenizer = _tokenizer(name, source, kwargs)

@@ -130,14 +130,18 @@ class TemperatureScaled(LogitView):
         served = logits / self.temperature
         if not self.adversary and logits.shape[-1] > 1 and len(logits):
             top, top_served = logits.topk(2, dim=-1).values, served.topk(2, dim=-1).values
-            merged = int(((top[:, 0] > top[:, 1]) & (top_served[:, 0] == top_served[:, 1])).sum())
+            tied = (top[:, 0] > top[:, 1]) & (top_served[:, 0] == top_served[:, 1])
+            merged = int(tied.sum())
             if merged:
                 from suite.errors import ConfigError
 
+                # A tiny T makes both top logits infinite (overflow), a huge one both zero (underflow).
+                overflow = bool(top_served[tied, 0].isinf().any())
+                way, remedy = ("overflow to infinity", "larger") if overflow else ("underflow", "smaller")
                 raise ConfigError(
                     f"temperature {self.temperature:g} ties the top two logits of {merged} of {len(logits)} inputs that "
-                    f"{self.base.info.name!r} decides (they underflow in {str(logits.dtype).replace('torch.', '')}): "
-                    "served at it, the model no longer decides as it does; choose a smaller temperature")
+                    f"{self.base.info.name!r} decides (they {way} in {str(logits.dtype).replace('torch.', '')}): "
+                    f"served at it, the model no longer decides as it does; choose a {remedy} temperature")
         return served
 
     def relu_cell(self, x: Any) -> torch.Tensor | None:

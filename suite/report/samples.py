@@ -15,6 +15,7 @@ For image models the file opens with one grid per attack, ``samples/grid-<attack
 from __future__ import annotations
 
 import difflib
+import html
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ def write_samples(directory: Path, title: str, labels: Sequence[str], examples: 
     directory = Path(directory)
 
     def name(label: int) -> str:
-        return labels[label] if 0 <= label < len(labels) else str(label)
+        return _markup(labels[label] if 0 <= label < len(labels) else str(label))
 
     lines = [f"# Samples: {title}", "", f"{len(examples)} examples; attacks: {', '.join(attacks) or 'none'}.", ""]
     is_text = bool(examples) and isinstance(examples[0].input, str)
@@ -86,6 +87,13 @@ def write_samples(directory: Path, title: str, labels: Sequence[str], examples: 
     return atomic_write_text(directory / SAMPLES_FILE, "\n".join(map(printable, lines)), KEPT_RECORDS, RESUME)
 
 
+def _markup(text: str) -> str:
+    """Data's text in Markdown: ``<``, ``>`` and ``&`` as HTML entities, so a text holding
+    ``<script>`` is shown, not run, where the file is rendered (control characters are escaped
+    for the terminal when the file is written)."""
+    return html.escape(str(text), quote=False)
+
+
 def _example_lines(directory: Path, example: Any, record: dict[str, Any],
                    attacks: dict[str, dict[str, dict[str, Any]]], name: Any) -> list[str]:
     """The section of one example: its clean verdict, then a line (or three) per attack."""
@@ -93,10 +101,10 @@ def _example_lines(directory: Path, example: Any, record: dict[str, Any],
             if record["correct"] > 0 else "WRONG, not attacked")
     if "confidence" in record:
         mark += f", confidence {record['confidence']:.3f}"
-    lines = [f"## {example.id}: label {name(example.label)}, clean prediction {name(record['prediction'])} ({mark})", ""]
+    lines = [f"## {_markup(example.id)}: label {name(example.label)}, clean prediction {name(record['prediction'])} ({mark})", ""]
     is_text = isinstance(example.input, str)
     if is_text:
-        lines += [f"> {example.input}", ""]
+        lines += [f"> {_markup(example.input)}", ""]
     else:
         lines += [f"clean image: `{image_path(directory, 'clean', example.id).relative_to(directory)}`", ""]
     for key, by_id in attacks.items():
@@ -113,9 +121,10 @@ def _example_lines(directory: Path, example: Any, record: dict[str, Any],
         if is_text:
             adversarial = result.get("adversarial", example.input)
             if adversarial != example.input:
-                changes = ", ".join(changed_words(example.input, adversarial))
+                changes = _markup(", ".join(changed_words(example.input, adversarial)))
                 # A failed search still reports its last candidate: worth seeing, marked as such.
-                lines += [f"  > {adversarial}" if broken else f"  > (last try) {adversarial}",
+                shown = _markup(adversarial)
+                lines += [f"  > {shown}" if broken else f"  > (last try) {shown}",
                           f"  changed: {changes}"]
         else:
             where = f"`{png.relative_to(directory)}`" if png.exists() else "(not saved: attacked by a run without --log-samples)"
