@@ -516,6 +516,29 @@ def test_the_page_runs_only_its_own_script():
     assert "unsafe-inline" not in policy.split("script-src")[1].split(";")[0] and page.count("<script") == 1
 
 
+def test_the_page_and_schema_beside_a_leaderboard_are_kept_current_but_a_users_page_is_kept(tmp_path):
+    """A schema.json from before a field was added no longer describes the entries: rewritten.
+    A page the suite shipped is updated; a page of the user's own is never overwritten."""
+    import hashlib
+
+    from suite.report.leaderboard_page import PAGE_DIRS, SHIPPED_PAGES, install_page
+
+    page = (PAGE_DIRS[0] / "index.html").read_bytes()
+    assert hashlib.sha256(page).hexdigest() in SHIPPED_PAGES, "add the current page's sha256 to SHIPPED_PAGES"
+    old_page = subprocess.run(["git", "show", "81ec376:leaderboard/index.html"], capture_output=True,
+                              cwd=PAGE_DIRS[0].parent).stdout
+    if not old_page:  # (a checkout without that commit)
+        pytest.skip("the page shipped at 81ec376 is not in this checkout's history")
+    for name, content in (("ours", old_page), ("theirs", b"<html>my own page</html>")):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "index.html").write_bytes(content)
+        (directory / "schema.json").write_text('{"an": "older schema"}')
+        install_page(directory)
+        assert json.loads((directory / "schema.json").read_text()) == leaderboard.schema()
+        assert (directory / "index.html").read_bytes() == (page if name == "ours" else content)
+
+
 def _browse(root: Path, base: str, query: str = "") -> dict:
     # A fresh harness name and profile per visit: a cached harness would replay an older query.
     visit = len(list(root.glob("harness-*.html")))

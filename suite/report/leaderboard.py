@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,7 +40,8 @@ from pydantic import ValidationError
 import suite.strict_json as strict_json
 from suite.errors import ConfigError, WriteError, is_write_fault
 from suite.intervals import wilson_interval
-from suite.paths import atomic_write, atomic_write_text, through_link
+from suite.paths import atomic_write_text, through_link
+from suite.report.leaderboard_page import PAGE_MISSING, install_page
 from suite.report.leaderboard_schema import (
     LEADERBOARD_VERSION,
     READABLE_VERSIONS,
@@ -62,8 +62,6 @@ __all__ = ["DEFAULT_PATH", "LEADERBOARD_VERSION", "Entry", "Illusion", "Leaderbo
            "upgrade"]
 
 DEFAULT_PATH = Path("leaderboard") / "leaderboard.json"
-#: A source checkout first, then where a wheel installs the page and the schema.
-PAGE_DIRS = (Path(__file__).resolve().parents[2] / "leaderboard", Path(sys.prefix) / "share" / "advsuite" / "leaderboard")
 
 
 # --------------------------------------------------------------------------- results → entries
@@ -326,7 +324,6 @@ def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool 
 
 #: What a failed leaderboard write keeps.
 UNCHANGED = "the leaderboard is unchanged"
-PAGE_MISSING = "the leaderboard is written, only the page beside it is missing"
 
 
 def page_address(path: Path) -> str:
@@ -336,19 +333,6 @@ def page_address(path: Path) -> str:
 
     name = Path(path).name
     return "index.html" if name == DEFAULT_PATH.name else f"index.html?board={quote(name, safe='')}"
-
-
-def install_page(directory: Path) -> list[Path]:
-    """Copy ``index.html`` and ``schema.json`` into ``directory`` when they are not there."""
-    source = next((d for d in PAGE_DIRS if (d / "index.html").is_file()), None)
-    copied = []
-    for name in ("index.html", "schema.json"):
-        target = Path(directory) / name
-        if source is not None and not target.exists() and (source / name).resolve() != target.resolve():
-            data = (source / name).read_bytes()
-            atomic_write(target, lambda handle, data=data: handle.write(data), PAGE_MISSING)
-            copied.append(target)
-    return copied
 
 
 # --------------------------------------------------------------------------- the table
