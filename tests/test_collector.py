@@ -152,7 +152,7 @@ def test_the_console_script_skips_the_scans_at_exit_and_main_in_process_does_not
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     # The exit status and the one-line error are main()'s; the objects are frozen before shutdown.
     assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and "builtin:nope" in done.stderr
+    assert done.stderr.count("\n") == 1 and "unknown built-in model 'nope'" in done.stderr
     assert done.stdout.strip() == "frozen at exit: True"
 
 
