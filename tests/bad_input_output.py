@@ -171,7 +171,7 @@ CASES: list[Case] = [
     Case("output-run-file-number-too-long", (*DIGITS, "--output", "{tmp}/out"), "cannot read",
          _file("out/run.json", '{"seed": ' + "9" * 5000 + "}")),
     Case("output-where-no-folder-can-be-made", (*DIGITS, "--output", "/proc/advsuite-out"),
-         "path '/proc/advsuite-out' cannot be made (a folder on the way is missing or cannot hold it)"),
+         "path '/proc/advsuite-out' cannot be used (no such file or folder: a folder on the way is missing"),
     Case("dataset-empty", (*DIGITS[:3], "--dataset", ""), "argument --dataset: is empty ('')"),
     Case("recipe-empty-name", ("validate", ""), "the recipe is empty ('')"),
     Case("recipe-a-device-file", ("validate", "/dev/null"), "recipe file '/dev/null' is not a regular file"),

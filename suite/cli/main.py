@@ -113,8 +113,9 @@ def _run(args: argparse.Namespace, where: str) -> NoReturn:
         _SAID.append(True)
         bad_path = {errno.ENAMETOOLONG: "is too long (a name over 255 bytes, or a path over 4,096): give a shorter one",
                     # --output /proc/x, --to a-file/sub: a folder on the way cannot hold it
-                    errno.ENOENT: "cannot be made (a folder on the way is missing or cannot hold it): give another",
-                    errno.ENOTDIR: "cannot be made (a part of it is a file, not a folder): give another"}
+                    errno.ENOENT: "cannot be used (no such file or folder: a folder on the way is missing or cannot "
+                                  "hold it): give another",
+                    errno.ENOTDIR: "cannot be used (a part of it is a file, not a folder): give another"}
         if not isinstance(error, WriteError) and error.errno in bad_path and error.filename:  # a path given: bad input
             from suite.text import printable
 
