@@ -84,7 +84,8 @@ class RecordStore:
         self._lock: int | None = None
         self._created = False
         self._wrote_run = False
-        self._header = json.dumps(run_header(identity), sort_keys=True) + "\n"
+        self._run = run_header(identity)
+        self._header = json.dumps(self._run, sort_keys=True) + "\n"
         self._headed = False  # this process's record file opens with the header
 
     # ----------------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ class RecordStore:
         if existing != directory or overwrite:
             return  # a new directory, or one whose suite files are cleared
         self._verify()
-        _load(directory, self._files(), self._header)
+        _load(directory, self._files(), self._run)
 
     def _verify(self) -> None:
         """The directory holds this run (or nothing at all); one clear line otherwise."""
@@ -156,7 +157,7 @@ class RecordStore:
                 self.close(failed=True)
                 raise
         processes.barrier()
-        self.records = _load(self.directory, self._files(), self._header)
+        self.records = _load(self.directory, self._files(), self._run)
         self._headed = self.path.exists() and self.path.stat().st_size > 0
 
     def _acquire(self, wait: bool) -> None:
@@ -262,13 +263,13 @@ def _repair(path: Path) -> None:
             handle.truncate(end)
 
 
-def _load(directory: Path, files: list[Path], header: str) -> dict[tuple[str, str, str], dict[str, Any]]:
+def _load(directory: Path, files: list[Path], header: dict[str, str]) -> dict[tuple[str, str, str], dict[str, Any]]:
     """Every record of ``files`` by key; one line for a file of another run's records (its
     first line, ``header``, names the run), a damaged record or two different records of one key
     (a merge cut short repeats records whole, and those are the same)."""
     records: dict[tuple[str, str, str], dict[str, Any]] = {}
     for path in files:
-        for record in _read(path, json.loads(header)):
+        for record in _read(path, header):
             key = record_key(record)
             if records.setdefault(key, record) != record:
                 kind, attack, example = key
@@ -289,11 +290,12 @@ def _read(path: Path, header: dict[str, str]) -> list[dict[str, Any]]:
             except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, a number too long, too deep
                 raise ConfigError(f"{str(path)!r} line {number} is not JSON ({getattr(error, 'msg', error)}); "
                                   "use --overwrite to start over") from error
-            if number == 1 or (isinstance(record, dict) and record.get("kind") == RUN_KIND):
-                if record == header and number == 1:
-                    continue
+            names_a_run = isinstance(record, dict) and record.get("kind") == RUN_KIND
+            if number == 1 and record == header:
+                continue
+            if number == 1 or names_a_run:
                 whose = ("the records of another run (its first line names a run other than run.json's)"
-                         if number == 1 and isinstance(record, dict) and record.get("kind") == RUN_KIND else
+                         if number == 1 and names_a_run else
                          "records of no named run (its first line does not name their run: written before record "
                          "files did, or edited)")
                 raise ConfigError(f"{str(path)!r} holds {whose}; they are not resumed: use --overwrite to start "

@@ -39,6 +39,7 @@ from suite.paths import atomic_write_text, lock_directory, through_link
 from suite.report.hub_remote import check_repo_id, read_hub, upload
 from suite.report.hub_merge import merge_card, merge_entries
 from suite.report.hub_yaml import card_text, dump as dump_yaml, problem as yaml_problem
+from suite.report.leaderboard_schema import LONGEST_NOTE, MOST_NOTES
 from suite.report.results_file import read_results
 from suite.report.results import Results
 from suite.text import printable
@@ -50,9 +51,6 @@ TASKS = {"image": "image-classification", "text": "text-classification"}
 _LOCAL = re.compile(r"^[.~/]|\.(csv|tsv|json|jsonl|parquet)$", re.IGNORECASE)
 #: Characters Markdown gives a meaning to (``<``, ``>`` and ``&`` are escaped as HTML first).
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()!|~])")
-#: Bounds on what a card holds, the leaderboard's (suite.report.leaderboard_schema): fields come
-#: from files anyone can write, and three 1 MB warnings made a 12 MB card in 83 s.
-LONGEST_TEXT, MOST_WARNINGS = 10_000, 200
 
 
 @dataclass(frozen=True)
@@ -209,7 +207,7 @@ def hub_dataset(run: Results) -> str | None:
 
 
 def eval_results_path(run: Results) -> str:
-    config = _dataset_field(run, "config")
+    config = run.dataset_setting("config")
     parts = [run.dataset.spec.partition(":")[2], *([config] if config else []), run.dataset.split]
     return f"{EVAL_DIR}/advsuite-{'-'.join(_slug(part) for part in parts)}.yaml"
 
@@ -265,11 +263,13 @@ def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = F
 
 
 def _check_sizes(path: Path, run: Results) -> None:
+    """The leaderboard's bounds (fields come from files anyone can write: three 1 MB warnings made
+    a 12 MB card in 83 s)."""
     texts = [run.model.name, run.dataset.spec, run.dataset.split, *run.warnings, *run.attacks,
              *(str(finding.get("message", "")) for finding in (run.illusion.findings if run.illusion else []))]
-    if len(run.warnings) > MOST_WARNINGS or any(len(text) > LONGEST_TEXT for text in texts):
-        raise ConfigError(f"{str(path)!r} holds more than {MOST_WARNINGS} warnings or a name or warning over "
-                          f"{LONGEST_TEXT:,} characters: no run writes that; it was not exported")
+    if len(run.warnings) > MOST_NOTES or any(len(text) > LONGEST_NOTE for text in texts):
+        raise ConfigError(f"{str(path)!r} holds more than {MOST_NOTES} warnings or a name or warning over "
+                          f"{LONGEST_NOTE:,} characters: no run writes that; it was not exported")
 
 
 def _args(common: dict[str, Any], interval: list[float] | None, threat: Any = None, **extra: Any) -> dict[str, Any]:
@@ -281,12 +281,6 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._@-]+", "-", text.replace("=", "")).strip("-") or "none"
 
 
-def _dataset_field(run: Results, name: str) -> str | None:
-    dataset = run.config.get("dataset")
-    value = dataset.get(name) if isinstance(dataset, dict) else None
-    return value if isinstance(value, str) and value else None
-
-
 def _eval_results(run: Results) -> list[Any]:
     from huggingface_hub import EvalResult
 
@@ -294,9 +288,9 @@ def _eval_results(run: Results) -> list[Any]:
     dataset = hub_dataset(run) or run.dataset.spec
     # The Hub's dataset revision is a git revision of the dataset repo: only one the run recorded
     # (the data's fingerprint goes in the args).
-    revision = _dataset_field(run, "revision")
+    revision = run.dataset_setting("revision")
     return [EvalResult(task_type=TASKS[modality], dataset_type=dataset, dataset_name=dataset,
-                       dataset_config=_dataset_field(run, "config"), dataset_split=run.dataset.split,
+                       dataset_config=run.dataset_setting("config"), dataset_split=run.dataset.split,
                        dataset_revision=revision, metric_type=score.metric, metric_value=score.value,
                        metric_name=score.name, metric_config=score.config, metric_args=score.args)
             for score in scores(run)]
@@ -316,7 +310,7 @@ def _modality(run: Results) -> str:
 
 
 def _entries(run: Results, hub_id: str) -> list[dict[str, Any]]:
-    config, revision = _dataset_field(run, "config"), _dataset_field(run, "revision")
+    config, revision = run.dataset_setting("config"), run.dataset_setting("revision")
     prefix = "/".join(_slug(part) for part in [*([config] if config else []), run.dataset.split])
     sample = f"n={run.dataset.n} of {run.dataset.size}, seed {run.seed}"
     about = (f"; model {run.model.name}; dataset fingerprint {run.dataset.fingerprint}; advsuite {run.suite_version}, "

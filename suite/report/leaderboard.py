@@ -137,7 +137,7 @@ def entries_from_results(results: Any, source: str = "results", verified: bool |
 def task_name(results: Any) -> str:
     """An entry's task: the dataset, its configuration where it has one (``glue`` ``sst2`` and
     ``cola`` are two tasks), and the split."""
-    config = (results.config.get("dataset") or {}).get("config") if isinstance(results.config, dict) else None
+    config = results.dataset_setting("config")
     spec = results.dataset.spec if not config else f"{results.dataset.spec}[{config}]"
     return f"{spec}/{results.dataset.split}"
 

@@ -29,9 +29,10 @@ Interval = Annotated[list[Annotated[float, Field(ge=0.0, le=1.0)]], Field(min_le
 #: leaderboard is published whole: one results.json with a 190 MB warning went in whole, and
 #: the page would fetch it. A real run's are far inside them (names of tens of characters, a
 #: warning of a few hundred, a few per run).
+LONGEST_NOTE, MOST_NOTES = 10_000, 200
 Name = Annotated[str, Field(max_length=1_000)]
-Note = Annotated[str, Field(max_length=10_000)]
-Notes = Annotated[list[Note], Field(max_length=200)]
+Note = Annotated[str, Field(max_length=LONGEST_NOTE)]
+Notes = Annotated[list[Note], Field(max_length=MOST_NOTES)]
 #: Rounding slack when checking that an interval holds its accuracy, or that a worst case is
 #: at most each attack's accuracy (means of the same values summed in another order).
 TOLERANCE = 1e-6

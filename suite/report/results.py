@@ -272,6 +272,13 @@ class Results(_Strict):
     config_hash: str
     provenance: Provenance
 
+    def dataset_setting(self, name: str) -> str | None:
+        """A dataset setting the task was configured with (``config``: ``sst2`` of ``glue``;
+        ``revision``), or ``None`` where it set none."""
+        dataset = self.config.get("dataset")
+        value = dataset.get(name) if isinstance(dataset, dict) else None
+        return value if isinstance(value, str) and value else None
+
     @model_validator(mode="before")
     @classmethod
     def _finite(cls, data: Any) -> Any:
