@@ -150,6 +150,10 @@ def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
     first = (out / "records.jsonl").read_text()
     assert advsuite(*base) == 0
     assert (out / "records.jsonl").read_text() == first  # everything was already recorded
+    # The device the default resolves to is the same run (it is the run's, not the configuration's).
+    assert advsuite(*base, "--device", "cpu") == 0
+    assert (out / "records.jsonl").read_text() == first
+    assert "device" not in json.loads((out / "run.json").read_text())  # the CPU's identity: no device type
     capsys.readouterr()
     assert advsuite(*base[:-2], "--eps", "0.2", "--output", str(out)) == 2
     err = capsys.readouterr().err

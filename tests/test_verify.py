@@ -152,3 +152,32 @@ def test_a_lone_surrogate_is_refused_in_one_line(runs, tmp_path, capsys):
         error = capsys.readouterr().err
         assert "lone UTF-16 surrogate" in error and error.count("\n") == 1
     assert not (tmp_path / "c").exists()
+
+
+def test_the_device_is_the_runs_not_the_configurations(runs, tmp_path):
+    """cuda:0 and cuda:1, or the default and the device it resolves to, are one evaluation: the
+    same config hash (so the same leaderboard recipe), and a results file that names its device
+    passes the identity check against a run.json that names none."""
+    from suite.evaluation.recipe import TaskConfig
+    from suite.report.results_file import read_results
+    from suite.report.verify import check_identity
+
+    def task(**model):
+        return TaskConfig(name="t", model={"spec": "builtin:digits-cnn", **model}, dataset="builtin:digits",
+                          attacks=[{"name": "fgm_linf"}])
+
+    hashes = {task(**device).fingerprint(0) for device in ({}, {"device": "cpu"}, {"device": "cuda:1"})}
+    assert len(hashes) == 1
+    assert task(device="cuda").identity(0)["model"]["device"] is None
+    members = [{"spec": "builtin:digits-cnn", "probability": 0.5, "device": "cpu"},
+               {"spec": "builtin:digits-cnn-at", "probability": 0.5}]
+    ensemble = TaskConfig(name="e", model={"spec": "ensemble:pair", "members": members}, dataset="builtin:digits",
+                          attacks=[{"name": "fgm_linf"}])
+    assert [m["device"] for m in ensemble.identity(0)["model"]["members"]] == [None, None]
+    # Its results as a run with --device cpu writes them: the configuration names the device.
+    named = _copy(runs["fgm"], tmp_path / "named", lambda data: data["config"]["model"].update(device="cpu"))
+    assert check_identity(named / "results.json", read_results(named / "results.json"))
+    # ...but another model option is still another evaluation.
+    edited = _copy(runs["fgm"], tmp_path / "edited", lambda data: data["config"]["model"].update(max_length=7))
+    with pytest.raises(ConfigError, match="model.max_length"):
+        check_identity(edited / "results.json", read_results(edited / "results.json"))

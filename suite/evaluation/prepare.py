@@ -237,8 +237,14 @@ def run_identity(task: TaskConfig, seed: int, model: Classifier, attacks: dict[s
     refused instead of mixing two sizes' records under one."""
     every = {**attacks, **dict([opt_attack] if opt_attack else [])}
     averaged = {} if batch_size is None else {"batch_size": batch_size}
+    # The device type where it is not the CPU: CUDA's arithmetic is not the CPU's, so a run is not
+    # resumed on the other (cuda:0 against cuda:1, or the default against the device it resolves
+    # to, is the same run). Absent on the CPU, so CPU runs keep the identity they always had.
+    device_type = torch.device(model.device).type
+    placed = {} if device_type == "cpu" else {"device": device_type}
     return {
         **averaged,
+        **placed,
         **task.identity(seed),
         "weights": model.weights_hash(),
         "examples": examples_fingerprint(eval_set),

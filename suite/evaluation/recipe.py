@@ -256,7 +256,15 @@ class TaskConfig(BaseModel):
             exclude["norm"] = True
         if self.precision is None:
             exclude["precision"] = True
-        return {"seed": seed, **self.model_dump(mode="json", exclude=exclude)}
+        dumped = self.model_dump(mode="json", exclude=exclude)
+        # The device a model is placed on is the run's, not the configuration's: cuda:0 and cuda:1
+        # give the same numbers, and so do the default and the device it resolves to. It stays in
+        # the dump as null, so a task on the default device keeps the identity (and config hash) it
+        # always had; the device *type*, whose arithmetic does differ (the CPU's against CUDA's),
+        # is in the run's identity instead (suite.evaluation.prepare.run_identity).
+        for model in [dumped["model"], *(dumped["model"].get("members") or [])]:
+            model["device"] = None
+        return {"seed": seed, **dumped}
 
     def fingerprint(self, seed: int) -> str:
         return hashlib.sha256(json.dumps(self.identity(seed), sort_keys=True).encode()).hexdigest()[:16]

@@ -34,7 +34,7 @@ from suite.report.results import Results
 from suite.text import printable
 
 #: What :func:`suite.evaluation.prepare.run_identity` adds to the task's identity in ``run.json``.
-RUN_ONLY = ("batch_size", "weights", "examples", "fit_examples", "scoring", "attack_versions")
+RUN_ONLY = ("batch_size", "device", "weights", "examples", "fit_examples", "scoring", "attack_versions")
 #: Rounding slack for recomputed drops.
 TOLERANCE = 1e-9
 #: The drop that flags an illusion when the task configured no adversary (AdversaryConfig's default).
@@ -111,15 +111,22 @@ def check_identity(path: Path, run: Results) -> bool:
     configured = run.config.get("model") or {}
     for key, value in (task.get("model") or {}).items():
         given = configured.get(key)
+        if key == "device":  # the identity holds none (TaskConfig.identity): the device is the run's
+            continue
         if key == "members" and isinstance(given, list):  # the identity leaves out what only decides loading
-            given = [{k: v for k, v in member.items() if k not in ("allow_pickle", "members")}
-                     if isinstance(member, dict) else member for member in given]
+            given = _members(given, ("allow_pickle", "members", "device"))
+            value = _members(value, ("device",)) if isinstance(value, list) else value
         if given != value:
             _changed(path, f"its task's model.{printable(key)} is not the one its run.json recorded")
     digest = hashlib.sha256(json.dumps(task, sort_keys=True).encode()).hexdigest()[:16]
     if digest != run.config_hash:
         _changed(path, f"its config_hash {printable(repr(run.config_hash))} is not its run.json's ({digest})")
     return True
+
+
+def _members(members: list[Any], dropped: tuple[str, ...]) -> list[Any]:
+    return [{k: v for k, v in member.items() if k not in dropped} if isinstance(member, dict) else member
+            for member in members]
 
 
 def check_enterable(results: Any, source: str) -> None:
