@@ -237,6 +237,57 @@ def test_an_hf_model_the_hub_cannot_give_is_one_line_at_once(monkeypatch):
         hub_access.hub_unreachable.cache_clear()
 
 
+def test_timm_weights_the_hub_cannot_give_load_from_the_cache_or_are_one_line(tmp_path, monkeypatch):
+    """Offline, timm asked huggingface_hub for pretrained weights, which retried five times: 51 s
+    of retry lines before the error. Now the cache's copy loads at once (the safetensors; the
+    pickle only with --allow-pickle), and weights that are not cached are refused in one line;
+    timm never asks the Hub either way."""
+    import socket
+
+    import huggingface_hub.constants
+    import timm
+    from safetensors.torch import save_file
+    from timm.models import _hub as timm_hub
+
+    from suite.models import hub_access
+
+    def unreachable(address, timeout=None):
+        raise OSError(101, "Network is unreachable")
+
+    def never(*args, **kwargs):
+        raise AssertionError("timm asked the Hub for weights it cannot give")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.setattr(timm_hub, "hf_hub_download", never)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    for name in ("HF_HUB_OFFLINE", "HF_ENDPOINT", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    hub_access.hub_unreachable.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match=r"^cannot fetch pretrained weights for timm model 'test_resnet': "
+                                              r"timm/test_resnet.r160_in1k \(model.safetensors\) is not in the local "
+                                              r"Hugging Face cache, and the Hub \(huggingface.co:443\) cannot be reached"):
+            load_model("timm:test_resnet")
+        # The Hub's layout: refs/main names the snapshot that holds the files.
+        repo = tmp_path / "hub" / "models--timm--test_resnet.r160_in1k"
+        snapshot = repo / "snapshots" / ("0" * 40)
+        snapshot.mkdir(parents=True)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("0" * 40)
+        reference = timm.create_model("test_resnet").eval()
+        torch.save(reference.state_dict(), snapshot / "pytorch_model.bin")
+        with pytest.raises(ConfigError, match="is not in the local"):  # a pickle alone: not without --allow-pickle
+            load_model("timm:test_resnet")
+        model = load_model(ModelConfig(spec="timm:test_resnet", allow_pickle=True))
+        torch.testing.assert_close(model.module.state_dict()["fc.weight"], reference.state_dict()["fc.weight"])
+        save_file({key: value.contiguous() for key, value in reference.state_dict().items()},
+                  str(snapshot / "model.safetensors"))
+        model = load_model("timm:test_resnet")
+        torch.testing.assert_close(model.module.state_dict()["fc.weight"], reference.state_dict()["fc.weight"])
+    finally:
+        hub_access.hub_unreachable.cache_clear()
+
+
 def test_hf_dir_with_only_a_pickle_is_refused_unless_allowed(tmp_path):
     directory = save_tiny_bert(tmp_path / "pickled", safe=False)
     assert (directory / "pytorch_model.bin").is_file() and not list(directory.glob("*.safetensors"))

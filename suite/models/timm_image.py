@@ -25,6 +25,7 @@ from torch import nn
 from suite.errors import ConfigError, format_validation_error
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
 from suite.models.config import ModelConfig
+from suite.models.hub_access import timm_weights_offline
 from suite.models.weights import local_dir, pickled_files, read_state_dict, refuse_pickle, timm_without_pickles
 
 WEIGHTS_FILE = "model.safetensors"
@@ -281,8 +282,11 @@ def _load_timm_name(name: str, config: ModelConfig) -> TimmImageClassifier:
                           "untrained classifier head: pass --checkpoint, or --no-pretrained for random weights")
     state = read_state_dict(checkpoint, config.allow_pickle) if checkpoint else None
     num_classes = config.num_classes or (_checkpoint_classes(name, state) if state else None)
-    model = _build(name, pretrained=config.pretrained and checkpoint is None, allow_pickle=config.allow_pickle,
-                   **({"num_classes": num_classes} if num_classes else {}))
+    pretrained = config.pretrained and checkpoint is None
+    kwargs: dict[str, Any] = {"num_classes": num_classes} if num_classes else {}
+    if pretrained and (cached := timm_weights_offline(name, config.allow_pickle)) is not None:
+        kwargs["pretrained_cfg_overlay"] = cached  # the cache's copy, not minutes of retries
+    model = _build(name, pretrained=pretrained, allow_pickle=config.allow_pickle, **kwargs)
     if state is not None:
         _fit(model, state, f"checkpoint {str(checkpoint)!r}", f"timm:{name}", "pass --num-classes {n}")
     data_config = resolve_model_data_config(model)
