@@ -11,7 +11,7 @@ import torch
 from helpers import run_judged
 
 from suite.attacks import build_attack
-from suite.attacks.image.norms import L2, L2Floored
+from suite.attacks.image.norms import L2, L2Floored, L2FlooredPixels
 from suite.errors import ConfigError
 from suite.evaluation.recipe import load_recipe, parse_recipe
 from suite.evaluation.recipes_dir import resolve_recipe
@@ -35,6 +35,23 @@ def test_floored_step_shrinks_only_tiny_gradients():
     # same direction wherever the step is not zero
     cosine = torch.nn.functional.cosine_similarity(L2Floored.step(grad, 1).flatten(1)[:3], grad.flatten(1)[:3])
     assert torch.allclose(cosine, torch.ones(3))
+
+
+def test_floored_in_the_papers_pixel_units_floors_255_times_higher():
+    """The paper's official code attacks 0–255 pixels: its floor of 1e-6 on that gradient is
+    255e-6 on the gradient of [0, 1] inputs (the same direction and full length above it)."""
+    scales = torch.tensor([1.0, 1e-3, 1e-5, 1e-7]).view(4, 1, 1, 1)
+    grad = torch.randn(4, 1, 8, 8, generator=torch.Generator().manual_seed(0)) * scales
+    norms = grad.flatten(1).norm(dim=1)
+    pixels = L2FlooredPixels.step(grad, 0.5).flatten(1).norm(dim=1)
+    assert torch.allclose(pixels, 0.5 * norms / norms.clamp_min(255e-6), rtol=1e-5)
+    # 1e-5 (a norm of about 8e-5 over 64 entries): full length in [0, 1] units, shortened in pixel units
+    assert pixels[0] == pytest.approx(0.5) and pixels[1] == pytest.approx(0.5) and pixels[2] < 0.45
+    assert L2Floored.step(grad, 0.5).flatten(1).norm(dim=1)[2] == pytest.approx(0.5)
+    # the paper's step in its units, brought back: ε_px · (g/255)/max(1e-6, ‖g/255‖), over 255
+    in_pixels = (127.5 * (grad / 255) / (norms / 255).clamp_min(1e-6).view(4, 1, 1, 1)) / 255
+    assert torch.allclose(L2FlooredPixels.step(grad, 0.5), in_pixels, rtol=1e-5, atol=1e-12)
+    assert build_attack("pgd_l2", {"l2_step": "floored_pixels"}).geometry is L2FlooredPixels
 
 
 def test_l2_step_is_for_l2_attacks_only():
@@ -103,6 +120,7 @@ def test_shipped_study_recipe_runs_table_1():
     assert params["pgd_l2"] == ("pgd_l2", {"eps": 128 / 256, "steps": 32, "alpha": 2 * (128 / 256) / 32})
     assert params["pgd_linf"] == ("pgd_linf", {"eps": 8 / 256, "steps": 32, "alpha": 2 * (8 / 256) / 32})
     assert params["pgd_l2_floored"][1]["l2_step"] == "floored"
+    assert params["fgm_l2_floored_pixels"] == ("fgm_l2", {"eps": 128 / 256, "l2_step": "floored_pixels"})
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ from pydantic import Field, model_validator
 
 from suite.attacks.base import Attack, AttackOutput, Threat
 from suite.attacks.image.loop import Precision, run_search
-from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, Linf, random_starts
+from suite.attacks.image.norms import COST_NORMS, L2, L2Floored, L2FlooredPixels, Linf, random_starts
 from suite.attacks.image.search import (EVALUATION, TRAINING, Found, Search, SearchMode, improves, on_examples,
                                         select_rows)
 from suite.data.base import Example
@@ -80,6 +80,9 @@ class GradientAttack(Attack):
             by its largest entry, so its length never depends on the gradient's scale.
             ``floored`` (:class:`~.norms.L2Floored`, L2 attacks only) is the mini-batch paper's
             g/√max(1e-12, Σg²), which shrinks the step of a tiny gradient: for its study only.
+            It floors the gradient of [0, 1] inputs; ``floored_pixels``
+            (:class:`~.norms.L2FlooredPixels`) floors it in the paper's own units, the gradient of
+            0–255 pixels as its official code feeds them: 255 times higher on the suite's scale.
     """
 
     modality: ClassVar[str] = "image"
@@ -88,7 +91,7 @@ class GradientAttack(Attack):
     eps: float = Field(8 / 255, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
     precision: Precision = "fp32"
     reduction: Reduction = "sum"
-    l2_step: Literal["rescaled", "floored"] = "rescaled"
+    l2_step: Literal["rescaled", "floored", "floored_pixels"] = "rescaled"
 
     @model_validator(mode="after")
     def _l2_step_on_l2(self) -> GradientAttack:
@@ -105,7 +108,7 @@ class GradientAttack(Attack):
     @property
     def geometry(self) -> type:
         """The threat model's geometry, with the ``l2_step`` rule."""
-        return L2Floored if self.l2_step == "floored" else self.threat_norm
+        return {"floored": L2Floored, "floored_pixels": L2FlooredPixels}.get(self.l2_step, self.threat_norm)
 
     @property
     def threat(self) -> Threat:

@@ -103,6 +103,21 @@ class L2Floored(L2):
         return size * grad / _per_example(squares.sqrt())
 
 
+class L2FlooredPixels(L2Floored):
+    """:class:`L2Floored` in the paper's units (``l2_step: floored_pixels``): its official code
+    attacks raw 0–255 pixels, whose gradient is the [0, 1] gradient over 255, so its floor of
+    1e-6 on that gradient's norm is 255e-6 on the suite's: the step is size · g / max(255e-6,
+    ‖g‖). The direction and length are the paper's exactly; only where the floor bites moves."""
+
+    #: ‖g‖ below which the step shortens, in [0, 1] units (the paper's 1e-6, times 255).
+    FLOOR = 255e-6
+
+    @staticmethod
+    def step(grad: torch.Tensor, size: float) -> torch.Tensor:
+        squares = grad.flatten(1).pow(2).sum(dim=1).clamp_min(L2FlooredPixels.FLOOR ** 2)
+        return size * grad / _per_example(squares.sqrt())
+
+
 def project_l1(delta: torch.Tensor, eps: float) -> torch.Tensor:
     """Closest point (Euclidean) of the L1 ball of radius ``eps``, per example: soft-thresholding
     at the θ of Duchi et al., "Efficient Projections onto the l1-Ball for Learning in High
