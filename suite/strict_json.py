@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,10 @@ def read_json(path: Path, what: str) -> Any:
         what: What the file should be, for messages (``results``, ``leaderboard``).
     """
     try:
+        # A regular file only, checked before it is opened: a FIFO would block the open until a
+        # writer came, and /dev/zero would be read until memory ran out.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise ConfigError(f"{str(path)!r} is not a regular file; give the {what} JSON file")
         raw = Path(path).read_bytes()
     except OSError as error:
         raise ConfigError(f"cannot read {what} {str(path)!r}: {error.strerror or error}") from error

@@ -30,6 +30,15 @@ def _results(change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
     return data
 
 
+def _fifo_results(root: Path) -> None:
+    """``b/results.json`` a FIFO: opening it to read would wait for a writer forever."""
+    import os
+
+    _runs()(root)
+    (root / "b" / "results.json").unlink()
+    os.mkfifo(root / "b" / "results.json")
+
+
 def _runs(b: Callable[[dict[str, Any]], Any] = lambda data: None, *extra: tuple[str, bytes]):
     """A setup writing valid ``a/results.json`` and ``b/results.json`` (``b`` changed), then ``extra`` files."""
 
@@ -110,6 +119,10 @@ CASES: list[Case] = [
          _runs(lambda data: data.update(seed=1))),
     Case("compare-per-class-missing", (*COMPARE, "--per-class"),
          "a' predates per-class results (its results.json has no per_class)", _runs()),
+    Case("compare-results-are-dev-zero", ("compare", "{tmp}/a", "/dev/zero"),
+         "'/dev/zero' is not a regular file; give the results JSON file", _runs()),
+    Case("compare-results-are-a-fifo", ("compare", "{tmp}/a", "{tmp}/b/results.json"),
+         "results.json' is not a regular file; give the results JSON file", _fifo_results),
     Case("compare-control-chars-in-path", ("compare", "{tmp}/a", "{tmp}/b\x1b[2J"),
          "b\\x1b[2J' does not exist", _runs()),
     Case("compare-value-outside-its-interval", COMPARE, "lies outside its own 95% interval",

@@ -72,6 +72,22 @@ def test_eq17_reaches_the_lower_limit_on_a_binary_linear_model(norm):
         assert row["lower_bound"] == pytest.approx(row["lower_estimate"], abs=1e-6)
 
 
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_the_lower_bound_is_never_below_the_datas_own_loss(digits_model, norm):
+    """The margin loss can fall along eq. 17's ray (the moved point's margin drops, not rises):
+    on the digits CNN unboxed (`advsuite certify --n 10 --unboxed --loss margin`), the ray's loss
+    was -7.62 then -9.27 against E = -7.43. The data's own distribution is in every ball, so the
+    bound is at least E."""
+    from suite.data.config import DatasetConfig
+    from suite.data.load import load_eval_set
+
+    examples = load_eval_set(DatasetConfig(spec="builtin:digits", n=10), digits_model.input_spec, 0).examples
+    certificate = certify(digits_model, examples, norm=norm, eps=[0.0, 0.1, 1.0], boxed=False, loss="margin")
+    for row in certificate.rows:
+        assert row["lower_bound"] is not None and row["lower_bound"] >= row["empirical"]
+        assert row["lower_bound"] <= row["upper_estimate"] + 1e-6
+
+
 def test_attack_losses_never_exceed_the_certified_upper_bound(digits_model, digits_examples):
     report = certification_report(digits_model, digits_examples[:12], norm="l2", eps=[0.3])
     (row,) = report["rows"]

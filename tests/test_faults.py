@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import suite.paths
 from suite.cli.main import main
@@ -378,3 +379,35 @@ def test_a_refused_download_in_prefetch_is_one_line(tmp_path, capsys, monkeypatc
     assert err.startswith(f"advsuite: could not write {cache}/nltk_data/") and err.count("\n") == 1, err
     assert err.endswith("(errno 28); the resources fetched before it are cached: free space and rerun the same "
                         "command\n"), err
+
+
+def test_a_full_disk_at_the_first_epochs_state_keeps_the_run_and_the_rerun_finishes_it(tmp_path, capsys, monkeypatch):
+    """The first epoch wrote its model, log and card, then its state write was refused: the run
+    file stays, so the rerun claims what it left (training that epoch again) instead of refusing a
+    directory of "no training run"; it ends with the uninterrupted run's weights."""
+    from safetensors.torch import load_file
+
+    def argv(output: Path) -> list[str]:
+        return ["train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--method", "standard",
+                "--epochs", "1", "--batch-size", "64", "--val-n", "8", "--output", str(output)]
+
+    assert advsuite(*argv(tmp_path / "whole")) == 0
+    out = tmp_path / "full"
+
+    class StateRefused(Faults):
+        def __call__(self, handle) -> None:
+            if target_of(handle.name).name == "state.safetensors":
+                self.failed = handle.name
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), handle.name)
+            self.real(handle)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(suite.paths, "sync", StateRefused())
+        capsys.readouterr()
+        assert advsuite(*argv(out)) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "No space left on device" in err.splitlines()[-1], err
+    assert (out / "train_run.json").is_file() and (out / "model.safetensors").is_file()
+    assert advsuite(*argv(out)) == 0, capsys.readouterr().err
+    whole, again = load_file(str(tmp_path / "whole" / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    assert whole.keys() == again.keys() and all(torch.equal(whole[key], again[key]) for key in whole)

@@ -6,7 +6,8 @@ The CLI (``evaluate``, ``run``, ``demo``), the Python API and ``bench/`` all com
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from suite.errors import ModelUnavailableError
 
@@ -17,6 +18,31 @@ from suite.evaluation.runner import execute
 from suite.report.results import Results
 
 logger = logging.getLogger(__name__)
+
+
+@contextmanager
+def _held_until_prepared() -> Iterator[None]:
+    """Hold what the suite logs while the tasks are prepared, and say it once every task is:
+    a bad input found in preparation is then its one error line, not a warning about the radius
+    or the data of a run that never starts (advsuite: one line and exit 2)."""
+    held: list[logging.LogRecord] = []
+
+    class Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            held.append(record)
+
+    suite_logger = logging.getLogger("suite")
+    hold, propagate = Hold(), suite_logger.propagate
+    suite_logger.addHandler(hold)
+    suite_logger.propagate = False
+    try:
+        yield
+    finally:
+        suite_logger.removeHandler(hold)
+        suite_logger.propagate = propagate
+    if propagate and suite_logger.parent is not None:  # prepared: said now, where they were going
+        for record in held:
+            suite_logger.parent.handle(record)
 
 
 def run_tasks(tasks: Sequence[TaskConfig], options: RunOptions, skip_unavailable: bool = False) -> list[Results]:
@@ -32,12 +58,13 @@ def run_tasks(tasks: Sequence[TaskConfig], options: RunOptions, skip_unavailable
             naming the fetch command, and the rest run (a recipe); else it is refused.
     """
     prepared = []
-    for task in tasks:
-        try:
-            prepared.append(prepare(task, options))
-        except ModelUnavailableError as error:
-            if not skip_unavailable:
-                raise
-            logger.warning("skipped task %r: %s", task.name, error)
+    with _held_until_prepared():
+        for task in tasks:
+            try:
+                prepared.append(prepare(task, options))
+            except ModelUnavailableError as error:
+                if not skip_unavailable:
+                    raise
+                logger.warning("skipped task %r: %s", task.name, error)
     results = [execute(item) for item in prepared]
     return results if all(result is not None for result in results) else []

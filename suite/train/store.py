@@ -102,7 +102,11 @@ class TrainStore:
         if self._lock is None:
             return
         try:
-            if failed and not (self.directory / STATE_FILE).exists():
+            # Only where the run wrote nothing else: an epoch whose state write failed (a full
+            # disk) has left its model, log and card, and the run file is what lets the rerun
+            # claim them (it trains that epoch again) rather than refuse the directory.
+            wrote = [name for name in (*TRAIN_FILES, *TRAIN_DIRS) if name != RUN_FILE and (self.directory / name).exists()]
+            if failed and not wrote:
                 (self.directory / RUN_FILE).unlink(missing_ok=True)
                 if self._created and not any(self.directory.iterdir()):
                     self.directory.rmdir()
