@@ -41,6 +41,9 @@ CASES: list[Case] = [
          "certify works on image models"),
     Case("certify-eps-negative", certify("--eps", "0.1,-1"), "a radius must be a finite number >= 0"),
     Case("certify-eps-twice", certify("--eps", "0.1,0.1"), "--eps lists a radius twice"),
+    Case("certify-temperature-that-overflows", certify("--temperature", "1e-45", "--no-attacks"),
+         "gives a loss or an input gradient that is not finite on these examples, so no certificate can be computed: "
+         "served at temperature 1e-45, they overflow; choose a larger temperature"),
     Case("certify-norm-l3", certify("--norm", "l3"), "argument --norm: invalid choice: 'l3'"),
     Case("certify-loss-dlr", certify("--loss", "dlr"), "argument --loss: invalid choice: 'dlr'"),
     Case("certify-unknown-dataset", certify("--dataset", "builtin:nope"), "nope"),

@@ -12,6 +12,9 @@ import math
 import re
 from pathlib import Path
 
+#: float32's largest number: a flag's value beyond it cannot reach a float32 tensor.
+FLOAT32_MAX = 3.4028234663852886e38
+
 
 def nonnegative_int(text: str) -> int:
     """An integer >= 0 (``--seed``: seeds index random streams, and a negative one is a typo)."""
@@ -34,6 +37,9 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}") from None
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    if value > FLOAT32_MAX:  # a learning rate, weight or temperature the float32 tensors cannot hold
+        raise argparse.ArgumentTypeError(f"expected a number > 0 and at most {FLOAT32_MAX:.4g} (float32's largest "
+                                         f"number), got {text!r}")
     return value
 
 

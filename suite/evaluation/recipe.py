@@ -32,6 +32,7 @@ from suite.evaluation.seeds import names_seed
 from suite.evaluation.sweep import Sweep, refuse_repeats as _refuse_repeats, temperature_copies
 from suite.errors import ConfigError
 from suite.models.config import ModelConfig
+from suite.threat import MAX_RADIUS
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 #: Task names and attack labels become directory and file names: keep them well under 255 bytes.
@@ -157,8 +158,10 @@ class CertifyConfig(BaseModel):
     @field_validator("eps")
     @classmethod
     def _radii(cls, eps: tuple[float, ...]) -> tuple[float, ...]:
-        if any(not 0 <= value < float("inf") for value in eps):
-            raise ValueError("certify eps must be finite numbers >= 0")
+        if any(not 0 <= value <= MAX_RADIUS for value in eps):
+            raise ValueError(f"certify eps must be finite numbers >= 0 and at most {MAX_RADIUS:.4g} (float32's "
+                             "largest number: the attacks that check the certificate search in float32)")
+        _refuse_repeats([repr(value) for value in eps], "certify radius listed twice")
         return eps
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from suite.models.registry import spec_modality
+from suite.threat import MAX_RADIUS
 
 #: Largest count (epochs, batch size, examples) a run accepts: beyond it, a typo.
 MAX_COUNT = 10_000_000
@@ -60,9 +61,9 @@ class TrainConfig(BaseModel):
     method_params: dict[str, Any] = Field(default_factory=dict)
     epochs: int = Field(10, ge=1, le=MAX_COUNT)
     batch_size: int = Field(128, ge=1, le=MAX_COUNT)
-    lr: float = Field(0.1, gt=0, allow_inf_nan=False)
+    lr: float = Field(0.1, gt=0, le=MAX_RADIUS, allow_inf_nan=False)  # float32's largest number
     momentum: float = Field(0.9, ge=0, lt=1, allow_inf_nan=False)
-    weight_decay: float = Field(5e-4, ge=0, allow_inf_nan=False)
+    weight_decay: float = Field(5e-4, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
     eval_steps: int = Field(10, ge=1, le=10_000)
     seed: int = Field(0, ge=0, le=2**63 - 1)
     device: str | None = None

@@ -228,6 +228,12 @@ def certify(model: Classifier, examples: Sequence[Example], *, norm: CostNorm = 
     losses = loss_of(loss, logits, y)
     empirical = float(losses.mean())
     jacobian = jacobians(model, x)
+    if not (math.isfinite(empirical) and bool(torch.isfinite(jacobian).all())):
+        temperature = getattr(model, "temperature", 1.0)
+        hint = (f": served at temperature {temperature:g}, they overflow; choose a larger temperature"
+                if temperature != 1.0 else "")
+        raise ConfigError(f"model {model.info.name!r} gives a loss or an input gradient that is not finite on these "
+                          f"examples, so no certificate can be computed{hint}")
     rates, rivals = rival_rates(jacobian, y, norm)
     star = int(rates.argmax())
     factor = 2 ** (1 / ORDER[norm])  # 2^(1/r): 1 for r = ∞
