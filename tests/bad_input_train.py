@@ -46,6 +46,8 @@ def csv_data(work: Path) -> None:
 
 CASES: list[Case] = [
     Case("train-without-model", ("train", "--dataset", "builtin:digits"), "the following arguments are required: --model"),
+    Case("train-device-meta", (*TRAIN, "--device", "meta"), "device 'meta' is not a device: use cpu, cuda or "
+         "cuda:<index>"),
     Case("train-unknown-method", (*TRAIN, "--method", "free_at"), "argument --method: invalid choice: 'free_at'"),
     Case("train-knob-of-another-method", (*TRAIN, "--method", "pgd_at", "--mu", "2"),
          "training method 'pgd_at': mu: unknown parameter"),

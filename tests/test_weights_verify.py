@@ -203,3 +203,18 @@ def test_processes_that_find_one_old_entry_at_once_retrain_it_once(tmp_path, mon
     assert found == [entry] * 3 and entry_problem(entry, entry.name) is None
     assert (entry / WEIGHTS).stat().st_ino == inode and file_sha256(entry / WEIGHTS) == own
     assert not [path for path in entry.parent.iterdir() if path.name.startswith(".")]  # nothing left behind
+
+
+def test_ls_verify_of_no_cache_makes_none_and_prints_its_path_escaped(tmp_path, monkeypatch, capsys):
+    """A check makes nothing: ``ls --verify`` on a cache that does not exist leaves it so, and
+    names it with its control characters escaped."""
+    from suite.cli.main import main
+
+    cache = tmp_path / "cache\x1b[31m" / "deep"
+    monkeypatch.setenv("ADVSUITE_CACHE", str(cache))
+    with pytest.raises(SystemExit) as caught:
+        main(["ls", "--verify"])
+    assert caught.value.code == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "cache\\x1b[31m/deep/models" in out
+    assert not (tmp_path / "cache\x1b[31m").exists()

@@ -60,12 +60,12 @@ def _rows(what: str) -> list[Row]:
 def verify() -> int:
     """Print one line per cached built-in model; 0 when all are ok, 1 otherwise."""
     from suite.models.builtin import verify_cache
-    from suite.paths import cache_dir
+    from suite.paths import cache_path
     from suite.text import printable
 
     findings = verify_cache()
     if not findings:
-        print(f"no built-in model is cached in {cache_dir('models')}")
+        print(printable(f"no built-in model is cached in {cache_path('models')}"))
     width = max((len(name) for name, _ in findings), default=0)
     for name, finding in findings:
         print(printable(f"{name.ljust(width)}  {finding}"))

@@ -185,9 +185,10 @@ def discard_cached(directory: Path) -> None:
 def verify_cache() -> list[tuple[str, str]]:
     """Every trained entry of the built-in cache, checked against its recorded hashes:
     ``(entry, finding)`` with finding ``ok``, ``damaged: ...`` or ``no recorded hash ...``."""
-    root = cache_dir("models")
+    root = cache_path("models")  # a check: it makes no cache where there is none
     findings = []
-    for directory in sorted(path for path in root.iterdir() if (path / "DONE").is_file()):
+    entries = sorted(root.iterdir()) if root.is_dir() else []
+    for directory in (path for path in entries if (path / "DONE").is_file()):
         try:
             hashes = recorded_hashes(directory)
         except ConfigError as error:

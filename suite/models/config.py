@@ -13,6 +13,14 @@ DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "hpu", "npu", "mtia")
 _DEVICE = re.compile(rf"^(?:{'|'.join(DEVICE_TYPES)})(?::\d+)?$")
 
 
+def check_device(device: str | None) -> str | None:
+    """``device`` if it names a device type the suite places models on (or is unset)."""
+    if device is not None and not _DEVICE.match(device):
+        raise ValueError(f"device {device!r} is not a device: use cpu, cuda or cuda:<index> "
+                         f"(types: {', '.join(DEVICE_TYPES)})")
+    return device
+
+
 class ModelConfig(BaseModel):
     """How to build one classifier.
 
@@ -76,10 +84,7 @@ class ModelConfig(BaseModel):
     @field_validator("device")
     @classmethod
     def _is_a_device(cls, device: str | None) -> str | None:
-        if device is not None and not _DEVICE.match(device):
-            raise ValueError(f"device {device!r} is not a device: use cpu, cuda or cuda:<index> "
-                             f"(types: {', '.join(DEVICE_TYPES)})")
-        return device
+        return check_device(device)
 
     @model_validator(mode="after")
     def _ensemble_members(self) -> ModelConfig:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from suite.models.config import check_device
 from suite.models.registry import spec_modality
 from suite.threat import MAX_RADIUS
 
@@ -97,6 +98,11 @@ class TrainConfig(BaseModel):
         if size is not None and min(size) < 1:
             raise ValueError(f"input_size must be three positive integers (C, H, W), got {size}")
         return size
+
+    @field_validator("device")
+    @classmethod
+    def _is_a_device(cls, device: str | None) -> str | None:
+        return check_device(device)
 
     def identity(self) -> dict[str, Any]:
         """What decides the weights: everything but the device."""
