@@ -78,6 +78,8 @@ CASES: list[Case] = [
     Case("train-aug-without-source", (*TEXT, "--method", "aug"), "training method 'aug': source"),
     Case("train-aug-image-source", (*TEXT, "--method", "aug", "--source", "builtin:digits-cnn"),
          "aug: source 'builtin:digits-cnn' is not a text model"),
+    Case("train-aug-image-attack", (*TEXT, "--method", "aug", "--source", "builtin:sentiment-tiny", "--attack",
+                                    "pgd_linf"), "aug: attack 'pgd_linf' works on images; aug adds adversarial texts"),
     Case("train-aug-unknown-attack", (*TEXT, "--method", "aug", "--source", "builtin:sentiment-tiny", "--attack", "dwb"),
          "unknown attack 'dwb'"),
     Case("train-text-fresh-args", (*TEXT, "--num-classes", "3"), "is fine-tuned as it is"),

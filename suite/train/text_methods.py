@@ -262,6 +262,9 @@ class Augmentation(TextMethod):
             raise ConfigError(f"aug: source {self.source!r} is not a text model (it takes {source.modality}s); aug "
                               "adds adversarial texts of a text model")
         attack = build_attack(self.attack)
+        if attack.modality != "text":
+            raise ConfigError(f"aug: attack {self.attack!r} works on {attack.modality}s; aug adds adversarial texts "
+                              "(give a text attack, e.g. --attack deepwordbug)")
         added, self._fooling = [], 0
         with progress_bar(len(examples), f"aug: {self.attack} on the training set", unit="ex") as bar:
             for first in range(0, len(examples), 32):
