@@ -276,6 +276,8 @@ def train_recipe(recipe: str, directory: str, report_to: int | None = None) -> N
     try:
         with pinned_training():
             run(Path(directory))
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent says it, once
+        sys.exit(130)
     except Exception as error:
         fault = _write_fault(error)
         if fault is None or report_to is None:
