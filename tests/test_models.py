@@ -200,13 +200,11 @@ def test_timm_pretrained_weights_that_are_pickles_are_refused_unless_allowed(tmp
         _build("test_resnet", pretrained=True, pretrained_cfg_overlay={"url": "file:///nowhere/w.pth", "hf_hub_id": None})
 
 
-def test_an_hf_model_the_hub_cannot_give_is_one_line_at_once(monkeypatch):
-    """Offline, huggingface_hub retried each request five times with backoff: about eleven lines
-    over 30 s before the error. One probe of the Hub now, and a model not in the cache is
-    refused in one line before transformers asks anything (a proxy or offline mode: no probe)."""
+@pytest.fixture
+def hub_down(monkeypatch):
+    """The Hub unreachable (every connection refused), with no offline mode or proxy set: the
+    connections tried, as (address, timeout)."""
     import socket
-
-    import transformers
 
     from suite.models import hub_access
 
@@ -216,76 +214,71 @@ def test_an_hf_model_the_hub_cannot_give_is_one_line_at_once(monkeypatch):
         probed.append((address, timeout))
         raise OSError(101, "Network is unreachable")
 
-    def never(*args, **kwargs):
-        raise AssertionError("transformers was asked for a model the Hub cannot give")
-
     monkeypatch.setattr(socket, "create_connection", unreachable)
-    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", never)
     for name in ("HF_HUB_OFFLINE", "HF_ENDPOINT", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     hub_access.hub_unreachable.cache_clear()
-    try:
-        with pytest.raises(ConfigError, match=r"cannot load hf model 'nobody/nothing-here': it is not in the local "
-                                              r"Hugging Face cache, and the Hub \(huggingface.co:443\) cannot be "
-                                              r"reached \(Network is unreachable\)"):
-            load_model(ModelConfig(spec="hf:nobody/nothing-here"))
-        assert probed == [(("huggingface.co", 443), hub_access.PROBE_SECONDS)]
-        hub_access.hub_unreachable.cache_clear()
-        monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
-        assert hub_access.hub_unreachable() is None and len(probed) == 1  # behind a proxy: no probe
-    finally:
-        hub_access.hub_unreachable.cache_clear()
+    yield probed
+    hub_access.hub_unreachable.cache_clear()
 
 
-def test_timm_weights_the_hub_cannot_give_load_from_the_cache_or_are_one_line(tmp_path, monkeypatch):
+def test_an_hf_model_the_hub_cannot_give_is_one_line_at_once(monkeypatch, hub_down):
+    """Offline, huggingface_hub retried each request five times with backoff: about eleven lines
+    over 30 s before the error. One probe of the Hub now, and a model not in the cache is
+    refused in one line before transformers asks anything (a proxy or offline mode: no probe)."""
+    import transformers
+
+    from suite.models import hub_access
+
+    def never(*args, **kwargs):
+        raise AssertionError("transformers was asked for a model the Hub cannot give")
+
+    monkeypatch.setattr(transformers.AutoConfig, "from_pretrained", never)
+    with pytest.raises(ConfigError, match=r"cannot load hf model 'nobody/nothing-here': it is not in the local "
+                                          r"Hugging Face cache, and the Hub \(huggingface.co:443\) cannot be "
+                                          r"reached \(Network is unreachable\)"):
+        load_model(ModelConfig(spec="hf:nobody/nothing-here"))
+    assert hub_down == [(("huggingface.co", 443), hub_access.PROBE_SECONDS)]
+    hub_access.hub_unreachable.cache_clear()
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert hub_access.hub_unreachable() is None and len(hub_down) == 1  # behind a proxy: no probe
+
+
+def test_timm_weights_the_hub_cannot_give_load_from_the_cache_or_are_one_line(tmp_path, monkeypatch, hub_down):
     """Offline, timm asked huggingface_hub for pretrained weights, which retried five times: 51 s
     of retry lines before the error. Now the cache's copy loads at once (the safetensors; the
     pickle only with --allow-pickle), and weights that are not cached are refused in one line;
     timm never asks the Hub either way."""
-    import socket
-
     import huggingface_hub.constants
     import timm
     from safetensors.torch import save_file
     from timm.models import _hub as timm_hub
 
-    from suite.models import hub_access
-
-    def unreachable(address, timeout=None):
-        raise OSError(101, "Network is unreachable")
-
     def never(*args, **kwargs):
         raise AssertionError("timm asked the Hub for weights it cannot give")
 
-    monkeypatch.setattr(socket, "create_connection", unreachable)
     monkeypatch.setattr(timm_hub, "hf_hub_download", never)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    for name in ("HF_HUB_OFFLINE", "HF_ENDPOINT", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    hub_access.hub_unreachable.cache_clear()
-    try:
-        with pytest.raises(ConfigError, match=r"^cannot fetch pretrained weights for timm model 'test_resnet': "
-                                              r"timm/test_resnet.r160_in1k \(model.safetensors\) is not in the local "
-                                              r"Hugging Face cache, and the Hub \(huggingface.co:443\) cannot be reached"):
-            load_model("timm:test_resnet")
-        # The Hub's layout: refs/main names the snapshot that holds the files.
-        repo = tmp_path / "hub" / "models--timm--test_resnet.r160_in1k"
-        snapshot = repo / "snapshots" / ("0" * 40)
-        snapshot.mkdir(parents=True)
-        (repo / "refs").mkdir()
-        (repo / "refs" / "main").write_text("0" * 40)
-        reference = timm.create_model("test_resnet").eval()
-        torch.save(reference.state_dict(), snapshot / "pytorch_model.bin")
-        with pytest.raises(ConfigError, match="is not in the local"):  # a pickle alone: not without --allow-pickle
-            load_model("timm:test_resnet")
-        model = load_model(ModelConfig(spec="timm:test_resnet", allow_pickle=True))
-        torch.testing.assert_close(model.module.state_dict()["fc.weight"], reference.state_dict()["fc.weight"])
-        save_file({key: value.contiguous() for key, value in reference.state_dict().items()},
-                  str(snapshot / "model.safetensors"))
-        model = load_model("timm:test_resnet")
-        torch.testing.assert_close(model.module.state_dict()["fc.weight"], reference.state_dict()["fc.weight"])
-    finally:
-        hub_access.hub_unreachable.cache_clear()
+    with pytest.raises(ConfigError, match=r"^cannot fetch pretrained weights for timm model 'test_resnet': "
+                                          r"timm/test_resnet.r160_in1k \(model.safetensors\) is not in the local "
+                                          r"Hugging Face cache, and the Hub \(huggingface.co:443\) cannot be reached"):
+        load_model("timm:test_resnet")
+    # The Hub's layout: refs/main names the snapshot that holds the files.
+    repo = tmp_path / "hub" / "models--timm--test_resnet.r160_in1k"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0" * 40)
+    reference = timm.create_model("test_resnet").eval()
+    torch.save(reference.state_dict(), snapshot / "pytorch_model.bin")
+    with pytest.raises(ConfigError, match="is not in the local"):  # a pickle alone: not without --allow-pickle
+        load_model("timm:test_resnet")
+    model = load_model(ModelConfig(spec="timm:test_resnet", allow_pickle=True))
+    torch.testing.assert_close(model.module.state_dict()["fc.weight"], reference.state_dict()["fc.weight"])
+    save_file({key: value.contiguous() for key, value in reference.state_dict().items()},
+              str(snapshot / "model.safetensors"))
+    model = load_model("timm:test_resnet")
+    torch.testing.assert_close(model.module.state_dict()["fc.weight"], reference.state_dict()["fc.weight"])
 
 
 def test_hf_dir_with_only_a_pickle_is_refused_unless_allowed(tmp_path):
