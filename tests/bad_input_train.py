@@ -78,6 +78,8 @@ CASES: list[Case] = [
     Case("train-aug-without-source", (*TEXT, "--method", "aug"), "training method 'aug': source"),
     Case("train-aug-image-source", (*TEXT, "--method", "aug", "--source", "builtin:digits-cnn"),
          "aug: source 'builtin:digits-cnn' is not a text model"),
+    Case("train-text-momentum", (*TEXT, "--momentum", "0.5"), "momentum applies to image training (SGD with momentum"),
+    Case("train-text-eval-steps", (*TEXT, "--eval-steps", "3"), "eval_steps applies to image training"),
     Case("train-aug-image-attack", (*TEXT, "--method", "aug", "--source", "builtin:sentiment-tiny", "--attack",
                                     "pgd_linf"), "aug: attack 'pgd_linf' works on images; aug adds adversarial texts"),
     Case("train-aug-unknown-attack", (*TEXT, "--method", "aug", "--source", "builtin:sentiment-tiny", "--attack", "dwb"),

@@ -411,3 +411,28 @@ def test_a_full_disk_at_the_first_epochs_state_keeps_the_run_and_the_rerun_finis
     assert advsuite(*argv(out)) == 0, capsys.readouterr().err
     whole, again = load_file(str(tmp_path / "whole" / "model.safetensors")), load_file(str(out / "model.safetensors"))
     assert whole.keys() == again.keys() and all(torch.equal(whole[key], again[key]) for key in whole)
+
+
+def test_a_training_log_edited_or_deleted_is_refused_not_misread(tmp_path, capsys):
+    """The summary reads the best epoch's line by its number: with the first line deleted it named
+    epoch 3's numbers as the best epoch's, and with the log deleted it raised an IndexError. The
+    log of a finished run must hold each finished epoch once, in order, or the rerun is refused."""
+    out = tmp_path / "tr"
+    argv = ["train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--method", "standard",
+            "--epochs", "2", "--batch-size", "64", "--val-n", "8", "--output", str(out)]
+    assert advsuite(*argv) == 0
+    log = out / "train_log.jsonl"
+    lines = log.read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2]
+    for damaged in ([lines[1]], [lines[1], lines[0]], None):
+        if damaged is None:
+            log.unlink()
+        else:
+            log.write_text("".join(line + "\n" for line in damaged))
+        capsys.readouterr()
+        assert advsuite(*argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and err.count("\n") == 1, err
+        assert "does not hold one line for each of the 2 finished epochs" in err and "--overwrite" in err, err
+    log.write_text("".join(line + "\n" for line in lines))  # put back: the run is whole again
+    assert advsuite(*argv) == 0

@@ -92,7 +92,7 @@ def add_parser(subparsers) -> None:
     validation.add_argument("--val-split", help="split to validate on (default: hold out --val-fraction of --split)")
     validation.add_argument("--val-fraction", type=_fraction, default=0.1)
     validation.add_argument("--val-n", type=positive_int, metavar="N", help="validate on at most N examples per epoch")
-    validation.add_argument("--eval-steps", type=positive_int, default=10, help="steps of the validation attacks (10)")
+    validation.add_argument("--eval-steps", type=positive_int, help="image: steps of the validation attacks (10)")
     fresh = parser.add_argument_group("fresh architectures on non-built-in data")
     fresh.add_argument("--input-size", type=_size, metavar="C,H,W")
     fresh.add_argument("--num-classes", type=positive_int, metavar="N")
@@ -119,8 +119,8 @@ def build_config(args: argparse.Namespace):
         return TrainConfig(
             model=args.model, model_args=args.model_args or {}, dataset=args.dataset, split=args.split,
             val_split=args.val_split, val_fraction=args.val_fraction, val_n=args.val_n, input_size=args.input_size,
-            num_classes=args.num_classes, method_params=params, eval_steps=args.eval_steps, seed=args.seed,
-            device=args.device, **{key: value for key, value in fields.items() if value is not None},
+            num_classes=args.num_classes, method_params=params, seed=args.seed, device=args.device,
+            **{key: value for key, value in {**fields, "eval_steps": args.eval_steps}.items() if value is not None},
         )
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from error
@@ -135,7 +135,7 @@ def handle(args: argparse.Namespace) -> int:
     method = method_for(config)  # unknown knobs, a method of the other modality: one line, before any loading
     output = args.output or Path("runs") / "train" / f"{slug(args.model)}__{config.method}-{config.fingerprint()[:8]}"
     summary = train(config, output, overwrite=args.overwrite, wait=args.wait)
-    last = summary.log[-1]
+    last = summary.log[-1]  # the store checked the log: one line per finished epoch, in order
     best = summary.log[summary.best_epoch - 1]
     steps = config.eval_steps
     print(f"{method.name}: {config.epochs} epoch(s) on {printable(config.dataset)} "

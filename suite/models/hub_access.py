@@ -54,7 +54,8 @@ def cached_file(repo_id: str, filename: str, revision: str | None = None) -> str
 
 
 #: The safetensors file timm tries before each pickle it would read from a Hub repo.
-_SAFE_ALTERNATIVES = {"pytorch_model.bin": "model.safetensors", "open_clip_pytorch_model.bin": "open_clip_model.safetensors"}
+_SAFE_ALTERNATIVES = {"pytorch_model.bin": "model.safetensors",
+                      "open_clip_pytorch_model.bin": "open_clip_model.safetensors"}
 
 
 def timm_weights_offline(name: str, allow_pickle: bool) -> dict[str, str] | None:

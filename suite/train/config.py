@@ -73,6 +73,14 @@ class TrainConfig(BaseModel):
     @classmethod
     def _text_defaults(cls, data: Any) -> Any:
         if isinstance(data, dict) and isinstance(data.get("model"), str) and spec_modality(data["model"]) == "text":
+            # AdamW at a constant lr, validated by the text attacks: an SGD momentum or a number
+            # of validation attack steps would be silently ignored, so they are refused.
+            unused = [name for name in ("momentum", "eval_steps") if data.get(name) is not None]
+            if unused:
+                verb, pronoun = ("apply", "them") if len(unused) > 1 else ("applies", "it")
+                raise ValueError(f"{' and '.join(unused)} {verb} to image training (SGD with momentum, PGD and "
+                                 f"BETA validation); text training uses AdamW and validates with its text attacks: "
+                                 f"drop {pronoun}")
             return {**TEXT_DEFAULTS, **data}
         return data
 

@@ -105,7 +105,8 @@ class TrainStore:
             # Only where the run wrote nothing else: an epoch whose state write failed (a full
             # disk) has left its model, log and card, and the run file is what lets the rerun
             # claim them (it trains that epoch again) rather than refuse the directory.
-            wrote = [name for name in (*TRAIN_FILES, *TRAIN_DIRS) if name != RUN_FILE and (self.directory / name).exists()]
+            wrote = [name for name in (*TRAIN_FILES, *TRAIN_DIRS)
+                     if name != RUN_FILE and (self.directory / name).exists()]
             if failed and not wrote:
                 (self.directory / RUN_FILE).unlink(missing_ok=True)
                 if self._created and not any(self.directory.iterdir()):
@@ -206,16 +207,23 @@ class TrainStore:
     def log(self, epochs_done: int) -> list[dict[str, Any]]:
         """The log of the finished epochs (lines of epochs not committed by a state are dropped)."""
         path = self.directory / LOG_FILE
-        if not path.exists():
-            return []
-        lines = []
-        for text in path.read_text(encoding="utf-8").splitlines():
+        lines: list[dict[str, Any]] = []
+        if not path.exists() and epochs_done == 0:
+            return lines
+        for text in (path.read_text(encoding="utf-8") if path.exists() else "").splitlines():
             try:
                 entry = json.loads(text)
             except json.JSONDecodeError:
                 continue  # a line cut short by a kill
             if isinstance(entry, dict) and isinstance(entry.get("epoch"), int) and entry["epoch"] <= epochs_done:
                 lines.append(entry)
+        # The finished epochs' lines, each once and in order: the summary reads the best epoch's
+        # line by its number, and a deleted or edited log would name another epoch's numbers.
+        if [entry["epoch"] for entry in lines] != list(range(1, epochs_done + 1)):
+            held = [entry["epoch"] for entry in lines][:20]
+            raise ConfigError(f"{str(path)!r} does not hold one line for each of the {epochs_done} finished "
+                              f"epochs (it holds epochs {held}): it was edited or damaged; use --overwrite to "
+                              "train again")
         atomic_write_text(path, "".join(json.dumps(entry, sort_keys=True) + "\n" for entry in lines), KEPT_EPOCHS, RESUME)
         return lines
 

@@ -261,7 +261,7 @@ def certify(model: Classifier, examples: Sequence[Example], *, norm: CostNorm = 
             "eps": float(radius), "empirical": empirical,
             # The data's own distribution is in every ball too: a construction below it (a margin
             # loss falls along some rays) bounds less than E itself does.
-            "lower_bound": max([*built, empirical]) if (built := [value for value in found if value is not None]) else None,
+            "lower_bound": max([*built, empirical]) if (built := [v for v in found if v is not None]) else None,
             "lower_estimate": empirical + certificate.rival_rate_estimate * radius,
             "lower_cone_bound": None if cone is None else empirical + cone[0] * radius,
             "upper_bound": None if upper_rate is None else empirical + upper_rate * radius,
