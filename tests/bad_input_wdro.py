@@ -57,6 +57,8 @@ CASES: list[Case] = [
     Case("certify-timm-dir-classes-differ", certify("--dataset", "builtin:digits", model="timm:{tmp}/m"),
          "which has 3 classes", saved(save_tiny_timm)),
     Case("certify-checkpoint-for-builtin", certify("--checkpoint", "w.safetensors"), "applies to timm: models only"),
+    Case("certify-no-pretrained-for-builtin", certify("--no-pretrained"),
+         "pretrained (False) applies to timm: models only; 'builtin:digits-cnn' would ignore it: drop --no-pretrained"),
     Case("certify-temperature-zero", certify("--temperature", "0"), "argument --temperature"),
     Case("certify-output-is-a-file", ("certify", "--model", "builtin:digits-cnn", "--output", "{tmp}/taken"),
          "is a file, not a directory", lambda work: (work / "taken").write_text("x\n")),

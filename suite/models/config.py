@@ -112,6 +112,9 @@ class ModelConfig(BaseModel):
                 if value is not None:
                     raise ValueError(f"{name} ({value!r}) applies to timm: models only; {self.spec!r} would "
                                      f"ignore it: drop --{name.replace('_', '-')}")
+            if not self.pretrained:  # random weights asked for, and the trained ones evaluated
+                raise ValueError(f"pretrained (False) applies to timm: models only; {self.spec!r} would ignore it: "
+                                 "drop --no-pretrained")
         return self
 
 
