@@ -466,6 +466,26 @@ def test_prefetch_offline_fails_in_one_line_per_resource(capsys):
     assert len(err) == 1 and "could not be fetched" in err[0]
 
 
+def test_prefetch_list_writes_nothing(tmp_path):
+    """A listing is a check: with WordNet not in the cache, it says where it would come from
+    (Debian's wordnet-base, where installed) rather than installing it and calling it cached."""
+    import os
+    import subprocess
+    import sys
+
+    from suite.attacks.text.resources import DEBIAN_WORDNET
+
+    # A fresh process: NLTK's search path is process-wide, and this one's holds the test cache.
+    done = subprocess.run([sys.executable, "-m", "suite", "prefetch", "--list", "--attacks", "pwws"],
+                          env={**os.environ, "ADVSUITE_CACHE": str(tmp_path / "cache")}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    wordnet = next(line for line in out.splitlines() if "'wordnet'" in line)
+    assert ("from Debian's wordnet-base at first use" if DEBIAN_WORDNET.is_dir() else "MISSING") in wordnet, out
+    assert not list((tmp_path / "cache").rglob("wordnet*"))
+
+
 def test_seed_replicates_are_one_model_family_on_one_dataset():
     """Tables group tasks named ``<task>-s<seed>`` as replicates of one task: tasks only named
     alike (m-s1 on one model, m-s2 on another) were averaged as its seeds."""

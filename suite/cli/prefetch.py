@@ -40,7 +40,9 @@ def handle(args: argparse.Namespace) -> int:
             continue
         for resource in resources:
             if args.list:
-                print(f"{name}: {'cached ' if resource.available() else 'MISSING'}  {resource.describe()}")
+                state = ("cached " if resource.available(install=False) else
+                         "from Debian's wordnet-base at first use" if resource.installable() else "MISSING")
+                print(f"{name}: {state}  {resource.describe()}")
                 continue
             try:
                 print(f"{name}: {prefetch(resource)}")

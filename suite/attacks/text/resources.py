@@ -77,10 +77,12 @@ class Resource:
                 "flair": "flair model (Hub)", "package": "Python package", "file": "TextAttack file"}
         return f"{what[self.kind]} {self.name!r} ({self.purpose})"
 
-    def available(self) -> bool:
-        """Whether the resource can be used now, without a network."""
+    def available(self, install: bool = True) -> bool:
+        """Whether the resource can be used now, without a network. WordNet missing from the
+        cache is installed from Debian's ``wordnet-base`` where it is, unless ``install`` is
+        False (a listing, which writes nothing: :meth:`installable` says it would be)."""
         if self.kind == "nltk":
-            if self.name == "wordnet" and not _nltk_has(self.path) and DEBIAN_WORDNET.is_dir():
+            if install and self.installable():
                 try:
                     install_wordnet(DEBIAN_WORDNET)
                 except (OSError, ResourceMissingError) as error:
@@ -98,6 +100,10 @@ class Resource:
             spec = importlib.util.find_spec("textattack")
             return spec is not None and spec.origin is not None and (Path(spec.origin).parent / self.name).is_file()
         raise ValueError(f"unknown resource kind {self.kind!r}")
+
+    def installable(self) -> bool:
+        """Whether it is WordNet, missing from the cache, and Debian's copy is there to install."""
+        return self.kind == "nltk" and self.name == "wordnet" and not _nltk_has(self.path) and DEBIAN_WORDNET.is_dir()
 
     def fetch_command(self, attack: str) -> str:
         if self.kind in ("package", "file"):
