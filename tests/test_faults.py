@@ -436,3 +436,31 @@ def test_a_training_log_edited_or_deleted_is_refused_not_misread(tmp_path, capsy
         assert "does not hold one line for each of the 2 finished epochs" in err and "--overwrite" in err, err
     log.write_text("".join(line + "\n" for line in lines))  # put back: the run is whole again
     assert advsuite(*argv) == 0
+
+
+@pytest.mark.parametrize("refused", ["certificate.json", "certificate.png"])
+def test_a_refused_certificate_write_leaves_the_old_pair_whole(tmp_path, capsys, monkeypatch, refused):
+    """``certificate.json`` and ``certificate.png`` change together or not at all: the JSON's
+    write refused after the plot was drawn left the new certificate's plot beside the old one's
+    numbers before (or, the other way round, the old plot beside the new numbers)."""
+    out = tmp_path / "cert"
+    base = ["certify", "--model", "builtin:digits-cnn", "--n", "4", "--no-attacks", "--output", str(out)]
+    assert advsuite(*base, "--eps", "0.1") == 0
+    before = {name: (out / name).read_bytes() for name in ("certificate.json", "certificate.png")}
+
+    class Refused(Faults):
+        def __call__(self, handle) -> None:
+            if refused in Path(handle.name).name:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), handle.name)
+            self.real(handle)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(suite.paths, "sync", Refused())
+        capsys.readouterr()
+        assert advsuite(*base, "--eps", "0.1,0.5") == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert {name: (out / name).read_bytes() for name in before} == before
+    assert not temporaries(out)
+    assert advsuite(*base, "--eps", "0.1,0.5") == 0
+    assert json.loads((out / "certificate.json").read_text())["rows"][1]["eps"] == 0.5
+    assert (out / "certificate.png").read_bytes() != before["certificate.png"]

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import suite.strict_json as strict_json
-from suite.paths import atomic_write_text
+from suite.paths import atomic_write_text, temporary_path
 from suite.report.figures import save_figure
 from suite.report.table import format_rows
 
@@ -49,8 +50,7 @@ def write_certificate(report: Mapping[str, Any], directory: Path) -> tuple[Path,
 
     directory.mkdir(parents=True, exist_ok=True)
     strict_json.check_finite(dict(report), "the certificate")
-    json_path = atomic_write_text(directory / "certificate.json",
-                                  strict_json.dumps(dict(report), "the certificate", indent=2) + "\n")
+    text = strict_json.dumps(dict(report), "the certificate", indent=2) + "\n"
     rows = report["rows"]
     radii = [row["eps"] for row in rows]
     figure, axis = plt.subplots(figsize=(6.4, 4.2), dpi=110)
@@ -72,5 +72,15 @@ def write_certificate(report: Mapping[str, Any], directory: Path) -> tuple[Path,
     axis.legend(fontsize=7)
     axis.set_title(f"{report['model']}: WDRO certificate", fontsize=10)
     figure.tight_layout()
-    png_path = save_figure(figure, directory / "certificate.png")
+    # Both files change together or neither does: the plot is written whole under a temporary
+    # name first, then the certificate, then the plot renamed into place (a rename needs no
+    # space). A write refused between them left the new certificate beside the old one's plot.
+    png_path = directory / "certificate.png"
+    staged = save_figure(figure, temporary_path(png_path), format="png")
+    try:
+        json_path = atomic_write_text(directory / "certificate.json", text)
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
+    os.replace(staged, png_path)
     return json_path, png_path

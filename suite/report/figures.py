@@ -9,7 +9,7 @@ from suite.paths import KEPT_RECORDS, RESUME, atomic_write
 from suite.text import printable
 
 
-def save_figure(figure: Any, path: Path, dpi: float | None = None) -> Path:
+def save_figure(figure: Any, path: Path, dpi: float | None = None, format: str | None = None) -> Path:
     """Save ``figure`` to ``path`` through a temporary file in the same directory (``.<name>.<pid>.tmp``,
     which output-directory checks treat as the suite's, removed if the write fails), close it, and
     return ``path``. Figures live in run directories: a failed write keeps the finished records."""
@@ -24,7 +24,7 @@ def save_figure(figure: Any, path: Path, dpi: float | None = None) -> Path:
         if not shown.replace("\n", "").isprintable():
             text.set_text("\n".join(printable(line) for line in shown.split("\n")))
     path = Path(path)
-    options = {"format": path.suffix.lstrip(".") or "png", **({"dpi": dpi} if dpi is not None else {})}
+    options = {"format": format or path.suffix.lstrip(".") or "png", **({"dpi": dpi} if dpi is not None else {})}
     try:
         return atomic_write(path, lambda handle: figure.savefig(handle, **options), KEPT_RECORDS, RESUME)
     finally:
