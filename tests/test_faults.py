@@ -413,7 +413,7 @@ def test_a_full_disk_at_the_first_epochs_state_keeps_the_run_and_the_rerun_finis
     assert whole.keys() == again.keys() and all(torch.equal(whole[key], again[key]) for key in whole)
 
 
-def test_a_training_log_edited_or_deleted_is_refused_not_misread(tmp_path, capsys):
+def test_a_damaged_training_log_or_state_is_refused_not_misread(tmp_path, capsys):
     """The summary reads the best epoch's line by its number: with the first line deleted it named
     epoch 3's numbers as the best epoch's, and with the log deleted it raised an IndexError. The
     log of a finished run must hold each finished epoch once, in order, or the rerun is refused."""
@@ -435,6 +435,29 @@ def test_a_training_log_edited_or_deleted_is_refused_not_misread(tmp_path, capsy
         assert "Traceback" not in err and err.count("\n") == 1, err
         assert "does not hold one line for each of the 2 finished epochs" in err and "--overwrite" in err, err
     log.write_text("".join(line + "\n" for line in lines))  # put back: the run is whole again
+    assert advsuite(*argv) == 0
+    # The resume state, readable but edited: its progress, or a tensor of another shape.
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    state = out / "state.safetensors"
+    whole = state.read_bytes()
+    with safe_open(str(state), framework="pt") as handle:
+        tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+        progress = json.loads(handle.metadata()["progress"])
+    weight = next(key for key in tensors if key.startswith("model.") and tensors[key].ndim == 4)
+    for edited, metadata in (
+        (tensors, {"progress": json.dumps([1, 2])}),
+        (tensors, {"progress": json.dumps({key: v for key, v in progress.items() if key != "optimiser"})}),
+        ({**tensors, weight: tensors[weight][:1].clone()}, {"progress": json.dumps(progress)}),
+    ):
+        save_file(edited, str(state), metadata=metadata)
+        capsys.readouterr()
+        assert advsuite(*argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and err.count("\n") == 1, err
+        assert "cannot resume from" in err and "edited or damaged; use --overwrite" in err, err
+    state.write_bytes(whole)
     assert advsuite(*argv) == 0
 
 

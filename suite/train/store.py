@@ -143,9 +143,16 @@ class TrainStore:
         state = self.load_state()
         if state is not None:
             weights, tensors, progress = state
-            model.load_state(weights)
-            restore_optimiser(optimiser, tensors, progress["optimiser"])
-            start, best = progress["epochs_done"], progress["best"]
+            try:  # a state file the suite wrote, edited or from another architecture: one line
+                start, best = progress["epochs_done"], progress["best"]
+                if not (isinstance(start, int) and 0 < start <= epochs and isinstance(best, dict)):
+                    raise ValueError(f"progress {str(progress)[:200]} is not a finished epoch's")
+                model.load_state(weights)
+                restore_optimiser(optimiser, tensors, progress["optimiser"])
+            except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as error:
+                path = self.directory / STATE_FILE
+                raise ConfigError(f"cannot resume from {str(path)!r} ({str(error).splitlines()[0][:300]}): it was "
+                                  "edited or damaged; use --overwrite to start over") from error
             logger.info("resuming %s from epoch %d of %d", self.directory, start, epochs)
         return start, best, self.log(start)
 
