@@ -97,6 +97,8 @@ NOT_TIMM = "applies to timm: models only"
 CASES: list[Case] = [
     # Pickles: refused without --allow-pickle, and read with weights_only=True with it.
     Case("model-hf-pickle-only", hf(), "--allow-pickle", bert(safe=False)),
+    Case("model-timm-dir-model-args-pretrained", timm(), "model_args sets pretrained: the directory's own weights "
+         "are the model's", config_json(model_args={"pretrained": True})),
     Case("model-timm-dir-pickle-only", timm(), "--allow-pickle", timm_dir(as_pickle)),
     Case("model-timm-checkpoint-pickle", timm("--checkpoint", "{tmp}/c.pt", model="timm:test_resnet"),
          "c.pt' is a pickle", pickled_checkpoint),

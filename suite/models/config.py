@@ -13,6 +13,13 @@ DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "hpu", "npu", "mtia")
 _DEVICE = re.compile(rf"^(?:{'|'.join(DEVICE_TYPES)})(?::\d+)?$")
 
 
+#: The largest input a timm model may take (a model directory's declared size, a fresh
+#: architecture's --input-size): an image of this many pixels is 256 MiB per channel in float32,
+#: and every example is resized to it.
+MAX_PIXELS = 8192 * 8192
+MAX_CHANNELS = 64
+
+
 def check_device(device: str | None) -> str | None:
     """``device`` if it names a device type the suite places models on (or is unset)."""
     if device is not None and not _DEVICE.match(device):

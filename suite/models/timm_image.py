@@ -24,7 +24,7 @@ from torch import nn
 
 from suite.errors import ConfigError, format_validation_error
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
-from suite.models.config import ModelConfig
+from suite.models.config import MAX_CHANNELS, MAX_PIXELS, ModelConfig
 from suite.models.hub_access import timm_weights_offline
 from suite.models.weights import local_dir, pickled_files, read_state_dict, refuse_pickle, timm_without_pickles
 
@@ -122,10 +122,6 @@ class PretrainedCfg(BaseModel):
     std: tuple[_Scale, ...] | None = None
 
 
-#: The largest input a timm model directory may declare: an image of this many pixels is 256 MiB
-#: per channel in float32, and every example is resized to it.
-MAX_PIXELS = 8192 * 8192
-MAX_CHANNELS = 64
 
 
 class TimmDirConfig(BaseModel):
@@ -154,6 +150,12 @@ class TimmDirConfig(BaseModel):
             raise ValueError(f"label_names has {len(self.label_names)} names for {self.num_classes} classes")
         if self.label_names is not None and len(set(self.label_names)) != len(self.label_names):
             raise ValueError("label_names names a class twice: labels given by name would be ambiguous")
+        # The directory's weights are the model: timm must neither fetch others nor read a file.
+        fetched = sorted(key for key in self.model_args
+                         if key in ("pretrained", "checkpoint_path", "pretrained_cfg_overlay", "pretrained_cfg"))
+        if fetched:
+            raise ValueError(f"model_args sets {', '.join(fetched)}: the directory's own weights are the model's "
+                             "(timm would load or fetch others); remove it")
         size = self.pretrained_cfg.input_size
         if size is not None and (size[0] > MAX_CHANNELS or size[1] * size[2] > MAX_PIXELS):
             raise ValueError(f"pretrained_cfg.input_size {list(size)} is beyond what advsuite takes (at most "
@@ -206,7 +208,7 @@ def _build(name: str, pretrained: bool, allow_pickle: bool = False, **kwargs: An
         raise ConfigError(f"cannot build timm model {name!r}: {message}") from error
     except OSError as error:  # weights not reachable (offline, no cache)
         raise ConfigError(f"cannot fetch pretrained weights for timm model {name!r}: {_first_line(error)}") from error
-    except (TypeError, ValueError, AssertionError) as error:  # arguments the architecture rejects
+    except (TypeError, ValueError, AssertionError, KeyError) as error:  # arguments the architecture rejects
         raise ConfigError(f"cannot build timm model {name!r} with arguments {kwargs!r}: {_first_line(error)}") from error
 
 

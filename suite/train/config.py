@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from suite.models.config import check_device
+from suite.models.config import MAX_CHANNELS, MAX_PIXELS, check_device
 from suite.models.registry import spec_modality
 from suite.threat import MAX_RADIUS
 
@@ -93,6 +93,12 @@ class TrainConfig(BaseModel):
         if clash:
             raise ValueError(f"model_args sets {', '.join(clash)}, which the suite sets itself: use "
                              f"{', '.join(owned[key] for key in clash)} instead")
+        # Files timm would read itself, past the suite's checks (a .pth it unpickles, a path the
+        # saved model's config.json would keep, relative to wherever it was trained).
+        files = sorted(key for key in self.model_args if key in ("checkpoint_path", "pretrained_cfg_overlay"))
+        if files:
+            raise ValueError(f"model_args sets {', '.join(files)}: timm would read that file itself, past advsuite's "
+                             "checks (safetensors only); fine-tune a timm model directory (timm:<dir>) instead")
         return self
 
     @property
@@ -105,6 +111,9 @@ class TrainConfig(BaseModel):
     def _positive_size(cls, size: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
         if size is not None and min(size) < 1:
             raise ValueError(f"input_size must be three positive integers (C, H, W), got {size}")
+        if size is not None and (size[0] > MAX_CHANNELS or size[1] * size[2] > MAX_PIXELS):
+            raise ValueError(f"input_size {list(size)} is beyond what advsuite takes (at most {MAX_CHANNELS} channels "
+                             f"and {MAX_PIXELS:,} pixels, 8192x8192): one image alone would not fit in memory")
         return size
 
     @field_validator("device")
