@@ -61,7 +61,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--batch-size", type=positive_int, help="default 128 (text: 8)")
     parser.add_argument("--lr", type=positive_float, help="SGD learning rate, x0.1 after half the epochs and x0.01 "
                         "after three quarters (default 0.1); text: AdamW's constant learning rate (default 1e-5)")
-    parser.add_argument("--momentum", type=_fraction, help="SGD momentum (default 0.9)")
+    parser.add_argument("--momentum", type=_momentum, help="SGD momentum, 0 (plain SGD) to below 1 (default 0.9)")
     parser.add_argument("--weight-decay", type=_nonnegative_float, help="default 5e-4 (text: 0.01)")
     parser.add_argument("--seed", type=nonnegative_int, default=0)
     parser.add_argument("--output", type=output_dir, help="output dir (default: runs/train/<model>__<method>-<hash>)")
@@ -166,6 +166,13 @@ def _nonnegative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def _momentum(text: str) -> float:
+    value = _nonnegative_float(text)
+    if not value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 up to (not including) 1, got {text!r}")
     return value
 
 
