@@ -22,6 +22,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+#: A log record's attribute (``logger.info(..., extra={SAY_NOW: True})``) that lets it through
+#: at once while tasks are prepared, where other lines wait until every task is
+#: (:func:`suite.evaluation.tasks.run_tasks`): it tells why a wait is long.
+SAY_NOW = "advsuite_say_now"
+
 
 def bars_disabled() -> bool | None:
     """``True`` when bars are off, ``None`` to let tqdm decide (drawn on a terminal only)."""

@@ -164,6 +164,26 @@ def test_rerun_resumes_and_different_config_is_refused(tmp_path, capsys):
     assert results["attacks"]["fgm_linf"]["params"]["eps"] == 0.2
 
 
+def test_a_bad_input_found_while_preparing_is_its_one_line(tmp_path):
+    """The default radius's warning is logged while the task is prepared, before the dataset is
+    read: it is held until every task is prepared, so a dataset that does not exist is the one
+    line on stderr (it came after the warning); a good run still says the warning. In a fresh
+    process, as a user runs it: the CLI's log handler writes to the real stderr."""
+    import os
+    import subprocess
+    import sys
+
+    def run(dataset: str, output: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "suite", "evaluate", "--model", "builtin:digits-cnn", "--n", "4",
+                               "--dataset", dataset, "--output", str(tmp_path / output)],
+                              env={**os.environ, "TQDM_DISABLE": "1"}, capture_output=True, text=True, timeout=300)
+
+    bad = run(f"hf:{tmp_path / 'missing.csv'}", "a")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "does not exist" in bad.stderr, bad.stderr
+    good = run("builtin:digits", "b")
+    assert good.returncode == 0 and "the attacks' default radius" in good.stderr, good.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from suite.errors import ModelUnavailableError
+from suite.progress import SAY_NOW
 
 from suite.evaluation.options import RunOptions
 from suite.evaluation.prepare import prepare
@@ -24,14 +25,19 @@ logger = logging.getLogger(__name__)
 def _held_until_prepared() -> Iterator[None]:
     """Hold what the suite logs while the tasks are prepared, and say it once every task is:
     a bad input found in preparation is then its one error line, not a warning about the radius
-    or the data of a run that never starts (advsuite: one line and exit 2)."""
+    or the data of a run that never starts (advsuite: one line and exit 2). A line logged with
+    ``extra={SAY_NOW: True}`` is said at once: it tells why the wait is long (a built-in model
+    trained at its first use)."""
     held: list[logging.LogRecord] = []
+    suite_logger = logging.getLogger("suite")
 
     class Hold(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            held.append(record)
+            if getattr(record, SAY_NOW, False) and propagate and suite_logger.parent is not None:
+                suite_logger.parent.handle(record)
+            else:
+                held.append(record)
 
-    suite_logger = logging.getLogger("suite")
     hold, propagate = Hold(), suite_logger.propagate
     suite_logger.addHandler(hold)
     suite_logger.propagate = False

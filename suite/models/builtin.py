@@ -46,7 +46,7 @@ from suite.models.weights import (HASH_FILE, WeightsMismatchError, file_sha256, 
                                   recorded_hashes, verify_weights)
 from suite.models.word_bert import TRAIN_SEED, train_word_bert
 from suite.paths import atomic_write_text, cache_dir, cache_path, lock_directory, sync_files, writing
-from suite.progress import progress_bar
+from suite.progress import SAY_NOW, progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def _stage(name: str, recipe: str, target: Path) -> None:
     """Train ``recipe`` into a staging directory beside ``target``, flush every file it wrote
     (through :func:`suite.paths.sync`), record the hashes, and rename it into place."""
     cache_dir(*target.parent.relative_to(cache_path()).parts)  # a cache that is a file: one line
-    logger.info("training %s (first use; cached in %s)", name, target)
+    logger.info("training %s (first use; cached in %s)", name, target, extra={SAY_NOW: True})
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
     try:
         _train_pinned(recipe, staging)
