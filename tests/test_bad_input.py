@@ -16,6 +16,7 @@ The cases live in ``bad_input_*.py`` beside this file, one module per category.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -39,10 +40,17 @@ CASES: list[Case] = [*CLI_CASES, *DATA_CASES, *MODEL_CASES, *ENSEMBLE_CASES, *LE
                     *PLUGIN_CASES, *COMPARE_CASES, *FAULT_CASES]
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under ``root`` with its bytes (``None`` for a directory; a symbolic link: where it points)."""
-    return {str(path.relative_to(root)): (os.readlink(path) if path.is_symlink() else None if path.is_dir()
-                                          else path.read_bytes()) for path in root.rglob("*")}
+def snapshot(root: Path) -> dict[str, bytes | str | None]:
+    """Every path under ``root`` with its bytes (``None`` for a directory; a symbolic link: where it
+    points; a FIFO or other special file: its mode, unread, since reading a FIFO waits for a writer)."""
+    def content(path: Path) -> bytes | str | None:
+        if path.is_symlink():
+            return os.readlink(path)
+        if path.is_dir():
+            return None
+        return path.read_bytes() if path.is_file() else stat.filemode(path.stat().st_mode)
+
+    return {str(path.relative_to(root)): content(path) for path in root.rglob("*")}
 
 
 def test_the_table_is_large_and_ids_unique():
