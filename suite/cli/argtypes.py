@@ -12,8 +12,7 @@ import math
 import re
 from pathlib import Path
 
-#: float32's largest number: a flag's value beyond it cannot reach a float32 tensor.
-FLOAT32_MAX = 3.4028234663852886e38
+from suite.threat import MAX_RADIUS as FLOAT32_MAX  # float32's largest number: no float32 tensor holds more
 
 
 def nonnegative_int(text: str) -> int:
