@@ -86,6 +86,13 @@ def is_write_fault(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno in WRITE_REMEDIES
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of ``error``'s message (its type's name where the message is empty): the
+    part a one-line error quotes from a library's own (which may run to a traceback's length)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def format_validation_error(error, unknown: str = "unknown parameter") -> str:
     """One line from a pydantic ValidationError: 'field: message; field: message'.
 

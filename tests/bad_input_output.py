@@ -33,7 +33,7 @@ def _bad_card(work: Path) -> None:
     """A loadable timm directory whose card declares a threat model with an unknown norm."""
     import timm
 
-    from suite.models.timm_image import save_timm_dir
+    from suite.models.timm_dir import save_timm_dir
 
     model = timm.create_model("test_resnet", num_classes=10, in_chans=1)
     save_timm_dir(work / "m", model, "test_resnet", input_size=(1, 32, 32), mean=(0.3,), std=(0.4,),

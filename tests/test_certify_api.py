@@ -66,7 +66,7 @@ def digits_examples(n: int, seed: int = 0):
 
 
 def test_a_plain_module_with_tensors_equals_the_cli_on_its_timm_directory(tmp_path, monkeypatch):
-    from suite.models.timm_image import save_timm_dir
+    from suite.models.timm_dir import save_timm_dir
 
     net = seeded_net()
     save_timm_dir(tmp_path / "net", net, "test_resnet", input_size=(1, 32, 32), mean=(0.0,), std=(1.0,),

@@ -51,7 +51,7 @@ def test_hf_missing_model_is_a_one_line_error(tmp_path):
 def _timm_reference(tmp_path):
     import timm
 
-    from suite.models.timm_image import save_timm_dir
+    from suite.models.timm_dir import save_timm_dir
 
     torch.manual_seed(0)
     net = timm.create_model("test_resnet", num_classes=3, in_chans=3).eval()

@@ -62,7 +62,7 @@ def tiny_timm(num_classes: int = 3, in_chans: int = 3, seed: int = 0):
 
 def save_tiny_timm(directory: Path, *, num_classes: int = 3, seed: int = 0, input_size=(3, 24, 24)):
     """A ``test_resnet`` saved in timm's Hub layout (config.json + model.safetensors); returns the net."""
-    from suite.models.timm_image import save_timm_dir
+    from suite.models.timm_dir import save_timm_dir
 
     net = tiny_timm(num_classes, input_size[0], seed)
     channels = input_size[0]

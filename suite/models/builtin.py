@@ -349,7 +349,7 @@ def _train_digits(directory: Path) -> None:
     import timm
 
     from suite.data.builtin import digits
-    from suite.models.timm_image import save_timm_dir
+    from suite.models.timm_dir import save_timm_dir
 
     train = digits("train")
     images = torch.stack(train.inputs)

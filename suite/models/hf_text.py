@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from suite.errors import ConfigError
+from suite.errors import ConfigError, first_line
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
 from suite.models.config import ModelConfig
 from suite.models.hub_access import cached, hub_unreachable
@@ -223,7 +223,7 @@ def _check_json_mapping(path: Path) -> None:
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConfigError(f"{str(path)!r} is not valid JSON ({_first_line(error)}): save the model again") from error
+        raise ConfigError(f"{str(path)!r} is not valid JSON ({first_line(error)}): save the model again") from error
     if not isinstance(content, dict):
         raise ConfigError(f"{str(path)!r} holds a JSON {type(content).__name__}, not a mapping: save the model again")
 
@@ -248,7 +248,7 @@ def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bo
     except ConfigError:
         raise  # already one line (a ConfigError is also a ValueError)
     except SafetensorError as error:
-        raise ConfigError(f"hf model {name!r}: its safetensors weights are not valid ({_first_line(error)}): "
+        raise ConfigError(f"hf model {name!r}: its safetensors weights are not valid ({first_line(error)}): "
                           "download or save them again") from error
     except RuntimeError as error:
         mismatch = _SIZE_MISMATCH.search(str(error))
@@ -256,7 +256,7 @@ def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bo
             raise
         raise ConfigError(_mismatch_message(name, model_config, mismatch)) from error
     except (OSError, ValueError) as error:
-        text = _first_line(error)
+        text = first_line(error)
         if not config.allow_pickle and "safetensors" in text:
             raise ConfigError(f"hf model {name!r} has no safetensors weights, and only safetensors are loaded by "
                               f"default: {ALLOW_PICKLE}") from error
@@ -272,7 +272,7 @@ def _tokenizer(name: str, source: str, kwargs: dict):
     except (OSError, ValueError):
         raise  # worded by the caller, as for the model
     except Exception as error:  # tokenizers raises a bare Exception for a tokenizer.json it cannot parse
-        raise ConfigError(f"cannot load the tokenizer of hf model {name!r}: {_first_line(error)}") from error
+        raise ConfigError(f"cannot load the tokenizer of hf model {name!r}: {first_line(error)}") from error
 
 
 _SIZE_MISMATCH = re.compile(
@@ -306,6 +306,3 @@ def prepare_tokenizer(model, tokenizer) -> None:
         model.config.pad_token_id = tokenizer.pad_token_id
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

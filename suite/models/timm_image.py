@@ -5,7 +5,7 @@
   count read from the classifier's weights unless ``num_classes`` is given).
 - ``timm:<dir>`` loads a directory in timm's Hub layout (``config.json`` with ``architecture``,
   ``num_classes``, ``pretrained_cfg``; weights in ``model.safetensors``), as written by
-  :func:`save_timm_dir` and by timm's own ``save_for_hf``.
+  :func:`suite.models.timm_dir.save_timm_dir` and by timm's own ``save_for_hf``.
 
 The pretrained config supplies mean, std and input size. Normalisation happens inside the
 wrapper, so attacks see (and perturb) [0, 1] pixels.
@@ -14,21 +14,18 @@ wrapper, so attacks see (and perturb) [0, 1] pixels.
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 from torch import nn
 
-from suite.errors import ConfigError, format_validation_error
+from suite.errors import ConfigError, first_line
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
-from suite.models.config import MAX_CHANNELS, MAX_PIXELS, ModelConfig
+from suite.models.config import ModelConfig
 from suite.models.hub_access import timm_weights_offline
+from suite.models.timm_dir import WEIGHTS_FILE, read_dir_config
 from suite.models.weights import local_dir, pickled_files, read_state_dict, refuse_pickle, timm_without_pickles
-
-WEIGHTS_FILE = "model.safetensors"
 
 
 class TimmImageClassifier(TorchClassifier):
@@ -106,78 +103,6 @@ class TimmImageClassifier(TorchClassifier):
         return self.module((batch - self.mean) / self.std)
 
 
-# Strict: a config file holding "10" or true where a number belongs is a mistake, not a number.
-_Count = Annotated[StrictInt, Field(gt=0)]
-_Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
-_Scale = Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0)]
-
-
-class PretrainedCfg(BaseModel):
-    """The part of timm's ``pretrained_cfg`` that decides preprocessing."""
-
-    model_config = ConfigDict(extra="ignore")  # timm writes many more keys (url, license...)
-
-    input_size: tuple[_Count, _Count, _Count] | None = None
-    mean: tuple[_Finite, ...] | None = None
-    std: tuple[_Scale, ...] | None = None
-
-
-
-
-class TimmDirConfig(BaseModel):
-    """``config.json`` of a timm model directory (timm's Hub layout), validated."""
-
-    model_config = ConfigDict(extra="ignore")  # timm's save_for_hf adds num_features and others
-
-    architecture: Annotated[StrictStr, Field(min_length=1)]
-    num_classes: _Count | None = None
-    in_chans: _Count | None = None
-    global_pool: StrictStr | None = None
-    label_names: list[StrictStr] | None = None
-    model_args: dict[str, Any] = Field(default_factory=dict)
-    pretrained_cfg: PretrainedCfg = Field(default_factory=PretrainedCfg)
-
-    @model_validator(mode="after")
-    def _consistent(self) -> TimmDirConfig:
-        channels = self.channels
-        if self.in_chans is not None and channels != self.in_chans:
-            raise ValueError(f"pretrained_cfg.input_size has {channels} channels but in_chans is {self.in_chans}")
-        for key in ("mean", "std"):
-            values = getattr(self.pretrained_cfg, key)
-            if values is not None and len(values) != channels:
-                raise ValueError(f"pretrained_cfg.{key} has {len(values)} values for {channels} channel(s)")
-        if self.label_names is not None and self.num_classes is not None and len(self.label_names) != self.num_classes:
-            raise ValueError(f"label_names has {len(self.label_names)} names for {self.num_classes} classes")
-        if self.label_names is not None and len(set(self.label_names)) != len(self.label_names):
-            raise ValueError("label_names names a class twice: labels given by name would be ambiguous")
-        # The directory's weights are the model: timm must neither fetch others nor read a file.
-        fetched = sorted(key for key in self.model_args
-                         if key in ("pretrained", "checkpoint_path", "pretrained_cfg_overlay", "pretrained_cfg"))
-        if fetched:
-            raise ValueError(f"model_args sets {', '.join(fetched)}: the directory's own weights are the model's "
-                             "(timm would load or fetch others); remove it")
-        size = self.pretrained_cfg.input_size
-        if size is not None and (size[0] > MAX_CHANNELS or size[1] * size[2] > MAX_PIXELS):
-            raise ValueError(f"pretrained_cfg.input_size {list(size)} is beyond what advsuite takes (at most "
-                             f"{MAX_CHANNELS} channels and {MAX_PIXELS:,} pixels, 8192x8192): one image alone would "
-                             "not fit in memory")
-        return self
-
-    @property
-    def channels(self) -> int:
-        size = self.pretrained_cfg.input_size
-        return size[0] if size is not None else (self.in_chans or 3)
-
-    @property
-    def input_size(self) -> tuple[int, int, int]:
-        return self.pretrained_cfg.input_size or (self.channels, 224, 224)
-
-    def build_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``timm.create_model`` (``model_args`` last: it overrides)."""
-        kwargs = {key: getattr(self, key) for key in ("num_classes", "in_chans", "global_pool")}
-        return {key: value for key, value in kwargs.items() if value is not None} | self.model_args
-
-
 def _labels_for(num_classes: int, names: list[str] | None) -> list[str]:
     if names and len(names) == num_classes:
         return [str(name) for name in names]
@@ -200,16 +125,16 @@ def _build(name: str, pretrained: bool, allow_pickle: bool = False, **kwargs: An
     except ConfigError:
         raise
     except RuntimeError as error:  # timm: "Unknown model (xyz)"
-        message = _first_line(error)
+        message = first_line(error)
         if "Unknown model" in message:
             close = timm.list_models(f"*{name.split('.')[0][:6]}*")[:5]
             hint = f" Similar: {', '.join(close)}." if close else ""
             raise ConfigError(f"unknown timm model {name!r}.{hint} See timm.list_models().") from error
         raise ConfigError(f"cannot build timm model {name!r}: {message}") from error
     except OSError as error:  # weights not reachable (offline, no cache)
-        raise ConfigError(f"cannot fetch pretrained weights for timm model {name!r}: {_first_line(error)}") from error
+        raise ConfigError(f"cannot fetch pretrained weights for timm model {name!r}: {first_line(error)}") from error
     except (TypeError, ValueError, AssertionError, KeyError) as error:  # arguments the architecture rejects
-        raise ConfigError(f"cannot build timm model {name!r} with arguments {kwargs!r}: {_first_line(error)}") from error
+        raise ConfigError(f"cannot build timm model {name!r} with arguments {kwargs!r}: {first_line(error)}") from error
 
 
 def _head_keys(model_or_name: nn.Module | str) -> list[str]:
@@ -305,22 +230,6 @@ def _load_timm_name(name: str, config: ModelConfig) -> TimmImageClassifier:
     )
 
 
-def read_dir_config(directory: Path) -> TimmDirConfig:
-    """The validated ``config.json`` of a timm model directory (one-line errors)."""
-    path = directory / "config.json"
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ConfigError(f"{str(directory)!r} is not a timm model directory: it needs a config.json (JSON with "
-                          f"'architecture'); reading it gave: {_first_line(error)}") from error
-    if not isinstance(meta, dict):
-        raise ConfigError(f"{str(path)!r} holds a JSON {type(meta).__name__}, not a mapping with 'architecture'")
-    try:
-        return TimmDirConfig.model_validate(meta)
-    except ValidationError as error:
-        raise ConfigError(f"{str(path)!r} is not a valid timm config: {format_validation_error(error)}") from error
-
-
 def _dir_weights(directory: Path, config: ModelConfig) -> Path:
     """The weights file a timm dir is loaded from: ``--checkpoint``, else ``model.safetensors``."""
     if config.checkpoint:
@@ -368,36 +277,3 @@ def _load_timm_dir(directory: Path, config: ModelConfig) -> TimmImageClassifier:
         info=info,
         device=config.device,
     )
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
-def save_timm_dir(
-    directory: Path,
-    model: nn.Module,
-    architecture: str,
-    *,
-    input_size: tuple[int, int, int],
-    mean: tuple[float, ...],
-    std: tuple[float, ...],
-    label_names: list[str],
-    model_args: dict[str, Any] | None = None,
-) -> None:
-    """Save a timm model as safetensors + ``config.json`` in timm's Hub layout."""
-    from safetensors.torch import save_file
-
-    directory.mkdir(parents=True, exist_ok=True)
-    state = {key: value.detach().cpu().contiguous() for key, value in model.state_dict().items()}
-    save_file(state, str(directory / WEIGHTS_FILE))
-    meta = {
-        "architecture": architecture,
-        "num_classes": len(label_names),
-        "in_chans": input_size[0],
-        "label_names": label_names,
-        "model_args": model_args or {},
-        "pretrained_cfg": {"input_size": list(input_size), "mean": list(mean), "std": list(std)},
-    }
-    (directory / "config.json").write_text(json.dumps(meta, indent=2))

@@ -26,7 +26,8 @@ import torch
 from suite.errors import ConfigError
 from suite.models.base import Classifier, ModelInfo, weights_hash
 from suite.models.hf_text import HFTextClassifier
-from suite.models.timm_image import TimmImageClassifier, _build, save_timm_dir
+from suite.models.timm_dir import save_timm_dir
+from suite.models.timm_image import TimmImageClassifier, _build
 
 
 class Trainable:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from suite.errors import ConfigError
+from suite.errors import ConfigError, first_line
 from suite.paths import file_sha256
 
 if TYPE_CHECKING:  # torch is imported where tensors are read: path checks stay light
@@ -96,7 +96,7 @@ def check_safetensors(path: Path) -> dict[str, tuple[int, ...]]:
         with safe_open(str(path), framework="pt") as handle:
             return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
     except (SafetensorError, OSError) as error:
-        raise ConfigError(f"weights file {str(path)!r} is not a valid safetensors file ({_first_line(error)}): "
+        raise ConfigError(f"weights file {str(path)!r} is not a valid safetensors file ({first_line(error)}): "
                           "it may be truncated; save or download it again") from error
 
 
@@ -148,14 +148,11 @@ def _unpickling_failure(error: BaseException) -> str:
     text = str(error)
     marker = "WeightsUnpickler error:"
     if marker not in text:
-        return _first_line(error)
+        return first_line(error)
     refused = " ".join(text.split(marker, 1)[1].split("Check the documentation", 1)[0].split())
     return f"it holds more than tensors ({refused or 'objects the safe unpickler refuses'})"
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 # --------------------------------------------------------------------------- recorded hashes
@@ -206,7 +203,7 @@ def recorded_hashes(directory: Path) -> dict[str, str] | None:
     try:
         hashes = json.loads(path.read_text(encoding="utf-8"))["sha256"]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as error:
-        raise ConfigError(f"{str(path)!r} is not a weights hash record ({_first_line(error)}): delete it to load "
+        raise ConfigError(f"{str(path)!r} is not a weights hash record ({first_line(error)}): delete it to load "
                           "the weights unverified") from error
     if not isinstance(hashes, dict) or not all(isinstance(value, str) for value in hashes.values()):
         raise ConfigError(f"{str(path)!r} is not a weights hash record (no file → sha256 mapping): delete it to load "

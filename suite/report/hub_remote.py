@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from suite.errors import ConfigError
+from suite.errors import ConfigError, first_line
 from suite.text import printable
 
 
@@ -36,7 +36,7 @@ def read_hub(repo_id: str, names: list[str]) -> dict[str, tuple[str, str]]:
         except EntryNotFoundError:
             continue
         except (HfHubHTTPError, OSError, UnicodeDecodeError) as error:
-            raise ConfigError(f"cannot read {name} of {repo_id!r} from the Hub: {_first_line(error)}") from error
+            raise ConfigError(f"cannot read {name} of {repo_id!r} from the Hub: {first_line(error)[:200]}") from error
     return found
 
 
@@ -49,10 +49,8 @@ def upload(directory: Path, repo_id: str, files: list[str], create_pr: bool) -> 
                                        allow_patterns=files, create_pr=create_pr,
                                        commit_message="Add adversarial robustness results (advsuite export)")
     except (HfHubHTTPError, OSError) as error:
-        raise ConfigError(f"push to {repo_id!r} failed ({_first_line(error)}); the files are in "
+        raise ConfigError(f"push to {repo_id!r} failed ({first_line(error)[:200]}); the files are in "
                           f"{str(directory)!r}") from error
     return str(getattr(commit, "pr_url", None) or getattr(commit, "commit_url", commit))
 
 
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
