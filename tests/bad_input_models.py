@@ -105,6 +105,9 @@ CASES: list[Case] = [
     Case("model-timm-checkpoint-evil-pickle",
          timm("--checkpoint", "evil.pt", "--allow-pickle", model="timm:test_resnet"),
          "with torch.load(weights_only=True)", evil_checkpoint),
+    # A device is not a missing file (it was said to be).
+    Case("model-timm-checkpoint-device", timm("--checkpoint", "/dev/null", model="timm:test_resnet"),
+         "checkpoint '/dev/null' is not a regular file (a device, pipe or socket)"),
     # Corrupt safetensors.
     Case("model-hf-truncated-safetensors", hf(), "is not a valid safetensors file",
          bert(then=lambda d: truncate(d / "model.safetensors"))),

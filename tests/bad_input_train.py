@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bad_input_cases import Case
+from bad_input_models import as_pickle, bert, timm_dir
 
 TRAIN = ("train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--output", "{tmp}/out")
 TEXT = ("train", "--model", "builtin:sentiment-tiny", "--dataset", "builtin:sentiment", "--output", "{tmp}/out")
@@ -44,7 +45,14 @@ def csv_data(work: Path) -> None:
     (work / "data.csv").write_text("text,label\nhello,0\nworld,1\n")
 
 
+#: Training has no --allow-pickle: the loaders' remedy (pass --allow-pickle) was said to it.
+NO_PICKLE = "advsuite train starts only from safetensors weights (it has no --allow-pickle)"
+
 CASES: list[Case] = [
+    Case("train-hf-pickle-only", ("train", "--model", "hf:{tmp}/m", "--dataset", "builtin:sentiment", "--output",
+                                  "{tmp}/out"), NO_PICKLE, bert(safe=False)),
+    Case("train-timm-dir-pickle-only", ("train", "--model", "timm:{tmp}/m", "--dataset", "builtin:digits", "--output",
+                                        "{tmp}/out"), NO_PICKLE, timm_dir(as_pickle)),
     Case("train-without-model", ("train", "--dataset", "builtin:digits"), "the following arguments are required: --model"),
     Case("train-device-meta", (*TRAIN, "--device", "meta"), "device 'meta' is not a device: use cpu, cuda or "
          "cuda:<index>"),

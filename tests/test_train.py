@@ -120,6 +120,22 @@ def _config(**changes) -> TrainConfig:
     return TrainConfig(**(base | changes))
 
 
+def test_overwrite_clears_the_card_it_writes_and_nothing_of_the_user(tmp_path):
+    from suite.train.store import TrainStore
+
+    for card, kept in (("# a card\n", {"notes.txt"}), (None, {"notes.txt", "README.md"})):
+        directory = tmp_path / str(card is None)
+        directory.mkdir()
+        for name in ("train_run.json", "model.safetensors", "README.md", "notes.txt"):
+            (directory / name).write_text("old\n")
+        store = TrainStore(directory, identity={"run": 1})
+        store.card = card
+        store.open(overwrite=True, wait=False)
+        store.close()
+        # The old card described another model: it went with its weights (it was left behind).
+        assert {p.name for p in directory.iterdir() if not p.name.startswith(".")} == kept | {"train_run.json"}
+
+
 def test_same_seed_same_weights_and_another_seed_other_weights(tmp_path):
     first = train(_config(), tmp_path / "a")
     again = train(_config(), tmp_path / "b")

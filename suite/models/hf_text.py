@@ -21,7 +21,7 @@ from suite.errors import ConfigError, first_line
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
 from suite.models.config import ModelConfig
 from suite.models.hub_access import cached, hub_unreachable
-from suite.models.weights import (ALLOW_PICKLE, check_safetensors, local_dir, pickled_files, refuse_pickle,
+from suite.models.weights import (ALLOW_PICKLE, PickleRefused, check_safetensors, local_dir, pickled_files, refuse_pickle,
                                   verify_weights)
 
 
@@ -258,8 +258,7 @@ def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bo
     except (OSError, ValueError) as error:
         text = first_line(error)
         if not config.allow_pickle and "safetensors" in text:
-            raise ConfigError(f"hf model {name!r} has no safetensors weights, and only safetensors are loaded by "
-                              f"default: {ALLOW_PICKLE}") from error
+            raise PickleRefused(f"hf model {name!r} has no safetensors weights", ALLOW_PICKLE) from error
         raise ConfigError(f"cannot load hf model {name!r}: {text}") from error
     return model_config, model, tokenizer
 

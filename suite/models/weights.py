@@ -78,10 +78,18 @@ def pickled_files(directory: Path) -> list[Path]:
     return sorted(path for path in directory.iterdir() if path.is_file() and path.suffix in PICKLE_SUFFIXES)
 
 
-def refuse_pickle(path: Path | str, what: str) -> ConfigError:
+class PickleRefused(ConfigError):
+    """Pickled weights met without ``allow_pickle``. ``subject`` says which ("... is a pickle"):
+    a caller that has no ``--allow-pickle`` (``advsuite train``) says its own remedy after it."""
+
+    def __init__(self, subject: str, remedy: str = f"convert it to safetensors, or {ALLOW_PICKLE}"):
+        self.subject = subject
+        super().__init__(f"{subject}, and only safetensors weights are loaded by default: {remedy}")
+
+
+def refuse_pickle(path: Path | str, what: str) -> PickleRefused:
     """The error for pickled weights read without ``allow_pickle`` (returned, for ``raise``)."""
-    return ConfigError(f"{what} {str(path)!r} is a pickle, and only safetensors weights are loaded by default: "
-                       f"convert it to safetensors, or {ALLOW_PICKLE}")
+    return PickleRefused(f"{what} {str(path)!r} is a pickle")
 
 
 def check_safetensors(path: Path) -> dict[str, tuple[int, ...]]:
@@ -111,7 +119,9 @@ def read_state_dict(path: Path, allow_pickle: bool, what: str = "checkpoint") ->
         WeightsMismatchError: Its bytes do not match the sha256 recorded beside it.
     """
     if not path.is_file():
-        raise ConfigError(f"{what} {str(path)!r} does not exist" + (" (it is a directory)" if path.is_dir() else ""))
+        problem = ("is a directory" if path.is_dir() else "is not a regular file (a device, pipe or socket)"
+                   if path.exists() else "does not exist")
+        raise ConfigError(f"{what} {str(path)!r} {problem}: give a weights file")
     if path.suffix != ".safetensors":
         if not allow_pickle:
             raise refuse_pickle(path, what)

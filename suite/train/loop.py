@@ -26,6 +26,7 @@ from suite.collector import long_lived_frozen
 from suite.data.base import Example
 from suite.errors import ConfigError
 from suite.models.trainable import Trainable
+from suite.models.weights import PickleRefused
 from suite.progress import progress_bar
 from suite.seeding import example_generator, example_seed
 from suite.train.config import TrainConfig
@@ -57,6 +58,14 @@ class TrainSummary:
 def train(config: TrainConfig, output: Path, *, overwrite: bool = False, wait: bool = False) -> TrainSummary:
     """Train ``config`` into ``output`` (a ``timm:<dir>`` model for an image model, ``hf:<dir>``
     for a text model), resuming a killed run there."""
+    try:
+        return _train(config, output, overwrite=overwrite, wait=wait)
+    except PickleRefused as error:  # the loaders' remedy names an --allow-pickle that training does not take
+        raise PickleRefused(error.subject, "advsuite train starts only from safetensors weights (it has no "
+                            "--allow-pickle): convert them to safetensors and train from those") from None
+
+
+def _train(config: TrainConfig, output: Path, *, overwrite: bool, wait: bool) -> TrainSummary:
     method = method_for(config)  # a bad method or knob: one line, before any loading
     modality = MODALITIES[config.modality](config, method)
     data = modality.prepare()

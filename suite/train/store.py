@@ -44,6 +44,8 @@ STATE_FILE = "state.safetensors"
 LOG_FILE = "train_log.jsonl"
 CURVES_FILE = "curves.png"
 BEST_DIR = "best"
+#: The model card beside the weights (:attr:`TrainStore.card`).
+CARD_FILE = "README.md"
 #: What ``save_pretrained`` of a text model writes beside its weights (tokenizer files).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json",
                    "merges.txt", "spm.model", "sentencepiece.bpe.model", "spiece.model", "added_tokens.json",
@@ -81,8 +83,8 @@ class TrainStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock = lock_directory(self.directory, wait, "advsuite train")
         try:
-            if overwrite:
-                for name in TRAIN_FILES:
+            if overwrite:  # the card too where this run writes one (a run without one leaves a README alone)
+                for name in (*TRAIN_FILES, *((CARD_FILE,) if self.card is not None else ())):
                     (self.directory / name).unlink(missing_ok=True)
                 for name in TRAIN_DIRS:
                     shutil.rmtree(self.directory / name, ignore_errors=True)
@@ -196,7 +198,7 @@ class TrainStore:
                 save(staging)
                 record_hashes(staging)  # checked by every load of the directory
                 if self.card is not None:
-                    atomic_write_text(staging / "README.md", self.card, KEPT_EPOCHS, RESUME)
+                    atomic_write_text(staging / CARD_FILE, self.card, KEPT_EPOCHS, RESUME)
                 if best:
                     target = self.directory / BEST_DIR
                     old = self.directory / f".old-best.{os.getpid()}.tmp"
