@@ -17,13 +17,14 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 import suite.paths
 from suite.errors import WriteError
-from suite.models import builtin
+from suite.models import builtin, builtin_cache
 
 from test_faults import EVALUATE, Faults, advsuite, outcome, temporaries
 
@@ -38,7 +39,7 @@ def replaying(trained: Path):
     """A ``_train_pinned`` that writes what the real training process wrote (no retraining)."""
 
     def train(recipe: str, staging: Path) -> None:
-        assert recipe == "digits-cnn"
+        assert recipe == "suite.models.builtin:_train_digits"
         shutil.copytree(trained, staging, dirs_exist_ok=True)
 
     return train
@@ -46,7 +47,7 @@ def replaying(trained: Path):
 
 def assert_nothing_cached(cache: Path) -> None:
     """No entry, no staging directory, no temporary file: the next run trains from scratch."""
-    assert not builtin.is_cached(ENTRY)
+    assert not builtin_cache.is_cached(ENTRY)
     assert list((cache / "models").iterdir()) == [], list((cache / "models").iterdir())
     assert temporaries(cache) == []
 
@@ -58,7 +59,7 @@ def training(tmp_path_factory):
     run's outcome, and how many writes the caching step made (:class:`Faults` under the cache)."""
     root = tmp_path_factory.mktemp("training")
     cache, trained = root / "cache", root / "trained"
-    real = builtin._train_pinned
+    real = builtin_cache._train_pinned
 
     def train_and_keep(recipe: str, staging: Path) -> None:
         real(recipe, staging)
@@ -67,7 +68,7 @@ def training(tmp_path_factory):
     counter = Faults(under=cache)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(suite.paths.CACHE_ENV, str(cache))
-        patch.setattr(builtin, "_train_pinned", train_and_keep)
+        patch.setattr(builtin_cache, "_train_pinned", train_and_keep)
         patch.setattr(suite.paths, "sync", counter)
         assert advsuite(*EVALUATE, "--output", str(root / "run")) == 0
     weights = sha256(cache / "models" / ENTRY / "model.safetensors")
@@ -91,7 +92,7 @@ def test_training_into_an_empty_cache_fault_sweep(training, tmp_path, capsys, mo
     # digits-cnn: 4 write points (its config.json and model.safetensors flushed, the hash record, DONE)
     assert points == len(staged) + 2 and points >= 4, (points, staged)
     monkeypatch.setenv(suite.paths.CACHE_ENV, str(cache))  # the reference's path: results name the entry
-    monkeypatch.setattr(builtin, "_train_pinned", replaying(trained))
+    monkeypatch.setattr(builtin_cache, "_train_pinned", replaying(trained))
     capsys.readouterr()
     for k in range(1, points + 1):
         shutil.rmtree(cache)
@@ -124,7 +125,7 @@ def test_a_refused_cache_write_is_one_line_with_status_1(training, tmp_path, cap
     _, trained, _, _, _ = training
     cache = tmp_path / "cache"
     monkeypatch.setenv(suite.paths.CACHE_ENV, str(cache))
-    monkeypatch.setattr(builtin, "_train_pinned", replaying(trained))
+    monkeypatch.setattr(builtin_cache, "_train_pinned", replaying(trained))
 
     def refuse(handle):
         raise OSError(fault, os.strerror(fault), handle.name)
@@ -183,7 +184,7 @@ def test_a_write_refused_in_the_training_process_is_one_line(tmp_path, capfd, mo
     cache = tmp_path / "cache"
     monkeypatch.setenv(suite.paths.CACHE_ENV, str(cache))
     with pytest.raises(WriteError) as raised:
-        builtin.cached_model("faulty", f"faulty_recipes:{recipe}")
+        builtin_cache.cached_model("faulty", f"faulty_recipes:{recipe}")
     assert str(raised.value) == (f"could not write {cache}/models/faulty: No space left on device (errno 28); "
                                  "nothing was cached: free space and rerun the same command")
     assert raised.value.exit_code == 1
@@ -213,3 +214,45 @@ def test_training_into_a_full_tmpfs(tmp_path, capfd, monkeypatch):
         assert [path.relative_to(mount) for path in mount.rglob("*")] == [Path("models")]
     finally:
         subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def test_ctrl_c_while_a_builtin_trains_is_one_line_and_leaves_no_staging(tmp_path):
+    """Ctrl-C from a terminal reaches the whole process group: the one the key came to while the
+    training process loaded torch printed that import's traceback. Now the training process
+    ignores it and this process says it once, stops it, and removes its staging directory."""
+    import signal
+    import sys
+
+    env = {**os.environ, suite.paths.CACHE_ENV: str(tmp_path / "cache")}
+    run = subprocess.Popen([sys.executable, "-m", "suite", *EVALUATE, "--output", str(tmp_path / "run")], env=env,
+                           start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    models, start = tmp_path / "cache" / "models", time.monotonic()
+    while not (models.is_dir() and any(models.iterdir())) and time.monotonic() - start < 120:
+        time.sleep(0.02)
+    time.sleep(0.3)  # the training process is loading torch
+    os.killpg(run.pid, signal.SIGINT)
+    out = run.communicate(timeout=120)[0]
+    assert run.returncode == 130 and "Traceback" not in out and out.count("interrupted") == 1, out
+    assert list(models.iterdir()) == []  # nothing cached, no staging left
+
+
+def test_a_staging_directory_no_process_holds_is_swept_by_the_next_stager(tmp_path):
+    """A stager killed outright (SIGKILL) leaves its staging directory: the next one removes it,
+    and never one a live stager holds, nor one made an instant ago (not yet locked)."""
+    from suite.paths import lock_directory
+
+    dead, live, fresh = (tmp_path / f".{ENTRY}-{tag}" for tag in ("dead", "live", "fresh"))
+    for path in (dead, live, fresh):
+        path.mkdir()
+        (path / "model.safetensors").write_bytes(b"half")
+    other = tmp_path / ".sentiment-tiny-v3-dead"
+    other.mkdir()
+    old = time.time() - 2 * builtin_cache.STALE_SECONDS
+    for path in (dead, live, other):
+        os.utime(path, (old, old))
+    held = lock_directory(live, wait=False)
+    try:
+        builtin_cache._sweep_stale(tmp_path, ENTRY)
+    finally:
+        os.close(held)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, fresh, other))

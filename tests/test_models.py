@@ -514,7 +514,7 @@ def test_hf_tokenizer_without_pad_token_still_batches(tiny_bert_dir, tmp_path):
 
 
 def test_pinned_training_restores_threads_and_determinism():
-    from suite.models.builtin import TRAIN_THREADS, pinned_training
+    from suite.models.builtin_cache import TRAIN_THREADS, pinned_training
 
     threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
     state = torch.random.get_rng_state()

@@ -61,7 +61,7 @@ def _version(name: str) -> str:
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_builtin_weights_are_the_pinned_ones(name):
     from suite.models import load_model
-    from suite.models.builtin import is_cached
+    from suite.models.builtin_cache import is_cached
 
     version, expected = PINNED[name]
     assert _version(name) == version, (f"builtin:{name} is now built at {_version(name)}: its recipe changed on "

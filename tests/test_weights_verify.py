@@ -56,7 +56,7 @@ def test_a_damaged_builtin_is_trained_again_to_the_numbers_it_had(tmp_path, monk
                                      output=tmp_path / "before"))
     flip_tensor_bytes(entry / WEIGHTS)
     assert file_sha256(entry / WEIGHTS) != recorded
-    with caplog.at_level(logging.WARNING, logger="suite.models.builtin"):
+    with caplog.at_level(logging.WARNING, logger="suite.models.builtin_cache"):
         after = _numbers(suite.evaluate("builtin:sentiment-init", "builtin:sentiment", attacks=["deepwordbug"], n=16,
                                         output=tmp_path / "after"))
     assert after == before
@@ -139,7 +139,7 @@ def test_another_builtins_entry_copied_in_is_trained_again_not_loaded(tmp_path, 
     shutil.rmtree(init)
     shutil.copytree(tiny, init)
     assert verify_weights(init / WEIGHTS) is True  # the copied record matches the copied weights
-    with caplog.at_level(logging.WARNING, logger="suite.models.builtin"):
+    with caplog.at_level(logging.WARNING, logger="suite.models.builtin_cache"):
         model = load_model("builtin:sentiment-init")
     assert f"cached entry {init} was recorded as {tiny.name!r}, not {init.name!r}: retraining" in caplog.text
     assert file_sha256(init / WEIGHTS) == own and recorded_entry(init) == init.name
@@ -149,7 +149,7 @@ def test_another_builtins_entry_copied_in_is_trained_again_not_loaded(tmp_path, 
 def test_a_cache_entry_is_checked_for_whose_weights_it_holds(tmp_path, monkeypatch):
     """What makes a built-in's entry untrustworthy, each found before anything loads: no
     record, another entry's weights or record, weights cut short, weights the record omits."""
-    from suite.models.builtin import entry_problem
+    from suite.models.builtin_cache import entry_problem
 
     digits, at = _enter_cache(tmp_path, monkeypatch, "builtin:digits-cnn", "builtin:digits-cnn-at")
     assert entry_problem(digits, digits.name) is None and entry_problem(at, at.name) is None
@@ -180,14 +180,14 @@ def test_processes_that_find_one_old_entry_at_once_retrain_it_once(tmp_path, mon
     discarded the entry another had just trained (and was loading), and trained it again."""
     import threading
 
-    from suite.models.builtin import _retrained, entry_problem
+    from suite.models.builtin_cache import _retrained, entry_problem
 
     [entry] = _enter_cache(tmp_path, monkeypatch, "builtin:sentiment-init")
     own = file_sha256(entry / WEIGHTS)
     record_hashes(entry)  # as an older version recorded it: no entry name
     recipe = "suite.train.builtin_text:train_init"
     found = []
-    with caplog.at_level(logging.WARNING, logger="suite.models.builtin"):
+    with caplog.at_level(logging.WARNING, logger="suite.models.builtin_cache"):
         workers = [threading.Thread(target=lambda: found.append(
             _retrained("builtin:sentiment-init", entry.name, recipe, entry))) for _ in range(3)]
         for worker in workers:

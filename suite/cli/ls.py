@@ -59,7 +59,7 @@ def _rows(what: str) -> list[Row]:
 
 def verify() -> int:
     """Print one line per cached built-in model; 0 when all are ok, 1 otherwise."""
-    from suite.models.builtin import verify_cache
+    from suite.models.builtin_cache import verify_cache
     from suite.paths import cache_path
     from suite.text import printable
 

@@ -6,56 +6,30 @@
 - ``builtin:digits-cnn``: timm's ``test_resnet`` architecture (0.37 M parameters), one input
   channel, trained on ``builtin:digits`` (1×32×32).
 
-Both train in seconds, in a process of their own with pinned CPU kernels (:func:`training_env`,
-:func:`pinned_training`), so one torch version gives the same weights on every machine. They
-are saved with safetensors under ``$ADVSUITE_CACHE/models/<name>-<version>`` and are loaded
-back through the same code as ``hf:<dir>`` and ``timm:<dir>``. Training runs once per cache;
-the directory appears atomically, so concurrent processes never read a half-written model.
-The sha256 of its weights is recorded beside them (:data:`~suite.models.weights.HASH_FILE`)
-and checked on every load: a built-in whose cached weights no longer match is trained again
-(:func:`load_cached`), never evaluated under its name.
-
-The system refusing a write while an entry is staged (no space, quota, read-only, permission,
-I/O error), in the training process or in this one, is a one-line
-:class:`~suite.errors.WriteError` (``nothing was cached``); the staging directory is removed, so
-the cache holds the whole entry or none of it.
+Both train in seconds on first use, once per cache (:mod:`suite.models.builtin_cache`: a
+process of their own with pinned CPU kernels, so one torch version gives the same weights on
+every machine; an atomic, hash-recorded entry, trained again when its weights no longer match).
+They are saved with safetensors and loaded back through the same code as ``hf:<dir>`` and
+``timm:<dir>``.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import platform
-import re
-import shutil
-import subprocess
-import sys
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from suite.errors import ConfigError, WriteError, is_write_fault
 from suite.models.base import Classifier, ModelInfo, resolve_device
+from suite.models.builtin_cache import load_cached
 from suite.models.config import ModelConfig
 from suite.models.registry import BUILTIN_MODELS  # entries are registered lazily there
-from suite.models.weights import (HASH_FILE, WeightsMismatchError, file_sha256, record_hashes, recorded_entry,
-                                  recorded_hashes, verify_weights)
 from suite.models.word_bert import TRAIN_SEED, train_word_bert
-from suite.paths import atomic_write_text, cache_dir, cache_path, lock_directory, sync_files, writing
-from suite.progress import SAY_NOW, progress_bar
+from suite.progress import progress_bar
 
-logger = logging.getLogger(__name__)
 
 # Bump a version when its training recipe changes, so stale caches are not reused.
 SENTIMENT_VERSION = "v3"  # v2: trained without the validation split; v3: pinned kernels
 DIGITS_VERSION = "v2"  # v2: pinned kernels (training_env, pinned_training)
-TRAIN_THREADS = 1  # see training_env()
-#: What a failed write while staging a cache entry keeps (the staging directory is removed).
-NOTHING_CACHED = "nothing was cached"
 
 
 def load_builtin(name: str, config: ModelConfig) -> Classifier:
@@ -63,262 +37,6 @@ def load_builtin(name: str, config: ModelConfig) -> Classifier:
     loader = BUILTIN_MODELS.get(name)
     resolve_device(config.device)  # a bad device fails before a first use trains
     return loader(config)
-
-
-def is_cached(name: str) -> bool:
-    """Whether the built-in cache holds the trained model ``name`` (no training needed)."""
-    return (cache_dir("models") / name / "DONE").exists()
-
-
-def cached_model(name: str, recipe: str) -> Path:
-    """The cache dir of a built-in model, training it into a temp dir and renaming on first use.
-
-    ``recipe`` names an entry of :data:`RECIPES`, or ``module:function`` (a recipe defined
-    elsewhere: the robust built-ins of :mod:`suite.train.builtin`).
-    """
-    target = cache_path("models", name)
-    if (target / "DONE").exists():
-        return target
-    try:
-        with writing(target, NOTHING_CACHED):
-            _stage(name, recipe, target)
-    except WriteError as error:  # an atomic write inside (hash record, DONE): the entry is what was not cached
-        raise WriteError(target, error.error, NOTHING_CACHED) from error
-    return target
-
-
-def _stage(name: str, recipe: str, target: Path) -> None:
-    """Train ``recipe`` into a staging directory beside ``target``, flush every file it wrote
-    (through :func:`suite.paths.sync`), record the hashes, and rename it into place."""
-    cache_dir(*target.parent.relative_to(cache_path()).parts)  # a cache that is a file: one line
-    logger.info("training %s (first use; cached in %s)", name, target, extra={SAY_NOW: True})
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
-    try:
-        _train_pinned(recipe, staging)
-        sync_files(staging)  # the training process wrote without fsync
-        record_hashes(staging, entry=name)  # the entry's own name: a record copied elsewhere says whose it is
-        atomic_write_text(staging / "DONE", "ok\n")
-        try:
-            os.replace(staging, target)
-        except OSError:  # another process won the race (target exists and is not empty)
-            if not (target / "DONE").exists():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def load_cached(spec: str, name: str, recipe: str, load: Callable[[str], Classifier]) -> tuple[Classifier, Path]:
-    """The built-in ``spec``, loaded by ``load(directory)`` from its cache dir (:func:`cached_model`),
-    and that dir.
-
-    Its weights are checked against their recorded sha256 as they load; cached weights that no
-    longer match are thrown away and trained again (one warning naming the file), so a damaged
-    cache never reports another model's numbers under the built-in's name. So is an entry
-    whose record is missing or names another entry (another built-in's weights, or its whole
-    entry, copied in), or whose weights no longer read (:func:`entry_problem`).
-    """
-    directory = cached_model(name, recipe)
-    if entry_problem(directory, name) is not None:
-        directory = _retrained(spec, name, recipe, directory)
-    try:
-        return load(str(directory)), directory
-    except WeightsMismatchError as error:
-        if error.path.resolve().parent != directory.resolve():
-            raise  # another model's weights (a member, a source): not this cache entry
-        directory = _retrained(spec, name, recipe, directory)
-        return load(str(directory)), directory
-
-
-def _retrained(spec: str, name: str, recipe: str, directory: Path) -> Path:
-    """The entry ``directory``, found unfit to be ``name``, discarded and trained again.
-
-    Under ``accelerate launch`` every process may find the same unfit entry at once (a cache
-    filled by an older version). Each then takes an exclusive lock on the cache's directory
-    and looks again under it: the first discards and retrains while the others wait, and they
-    find its new entry fit and keep it (before, a late process could discard the entry another
-    had just trained, and was loading)."""
-    handle = lock_directory(directory.parent, wait=True, what="advsuite process")
-    try:
-        problem = entry_problem(directory, name) if (directory / "DONE").exists() else None
-        if problem is not None:
-            logger.warning("%s: cached entry %s %s: retraining", spec, directory, problem)
-            discard_cached(directory)
-        return cached_model(name, recipe)
-    finally:
-        os.close(handle)
-
-
-def entry_problem(directory: Path, name: str) -> str | None:
-    """Why the cache entry ``directory`` cannot be the built-in ``name`` it is filed under
-    (``None``: it can): no hash record, a record of another entry (or of an older version,
-    which recorded no name), weights the record does not cover, or weights that no longer
-    match it (flipped bytes, a truncated file)."""
-    try:
-        hashes = recorded_hashes(directory)
-    except ConfigError:
-        return f"has a damaged {HASH_FILE}"
-    if not hashes:
-        return f"has no {HASH_FILE} (cached by an older version, or deleted)"
-    entry = recorded_entry(directory)
-    if entry != name:
-        return (f"was recorded as {entry!r}, not {name!r}" if entry is not None
-                else "was recorded without its name (an older version)")
-    files = {path.name for path in Path(directory).glob("*.safetensors")}
-    if files != set(hashes):
-        return f"holds weights its record does not list ({', '.join(sorted(files ^ set(hashes)))})"
-    for file, expected in sorted(hashes.items()):
-        if file_sha256(Path(directory) / file) != expected:
-            return f"has weights {file!r} that do not match their recorded sha256 (damaged?)"
-    return None
-
-
-def discard_cached(directory: Path) -> None:
-    """Remove a cache entry (renamed first, so no reader sees it half-deleted)."""
-    trash = Path(tempfile.mkdtemp(prefix=f".{directory.name}-discarded-", dir=directory.parent))
-    try:
-        os.replace(directory, trash / directory.name)
-    except FileNotFoundError:
-        pass  # another process discarded it first
-    shutil.rmtree(trash, ignore_errors=True)
-
-
-def verify_cache() -> list[tuple[str, str]]:
-    """Every trained entry of the built-in cache, checked against its recorded hashes:
-    ``(entry, finding)`` with finding ``ok``, ``damaged: ...`` or ``no recorded hash ...``."""
-    root = cache_path("models")  # a check: it makes no cache where there is none
-    findings = []
-    entries = sorted(root.iterdir()) if root.is_dir() else []
-    for directory in (path for path in entries if (path / "DONE").is_file()):
-        try:
-            hashes = recorded_hashes(directory)
-        except ConfigError as error:
-            # The record's own advice (delete it to load unverified) is for a directory of weights;
-            # a built-in's entry without a record is trained again.
-            said = str(error).split(": delete it to load")[0]
-            findings.append((directory.name, f"damaged: {said} (its next load trains it again)"))
-            continue
-        if not hashes:
-            findings.append((directory.name, f"no recorded hash ({HASH_FILE} missing: cached by an older version, "
-                                             "or deleted; its next load trains it again)"))
-            continue
-        entry = recorded_entry(directory)
-        if entry != directory.name:
-            recorded = f"recorded as {entry!r}" if entry is not None else "recorded without its name (an older version)"
-            findings.append((directory.name, f"damaged: {recorded} (its next load trains it again)"))
-            continue
-        damaged = []
-        for file in sorted(hashes):
-            try:
-                verify_weights(directory / file)
-            except WeightsMismatchError as error:
-                damaged.append(f"{str(error.path)!r} expected sha256 {error.expected}, actual {error.actual}")
-            except FileNotFoundError:
-                damaged.append(f"{str(directory / file)!r} is missing")
-        findings.append((directory.name, "damaged: " + "; ".join(damaged) + " (its next load trains it again)"
-                         if damaged else "ok"))
-    return findings
-
-
-def training_env() -> dict[str, str]:
-    """Environment that fixes the CPU kernels a training process uses.
-
-    One thread: a float sum's order, hence the weights, depends on how many threads split it
-    (under ``OMP_NUM_THREADS=1`` and ``=2`` the same recipe gave two models). On x86-64, the
-    AVX2 code paths of ATen, MKL (conditional numerical reproducibility) and oneDNN, whatever
-    the CPU offers beyond them: with torch's default, an AVX-512 host and an AVX2 laptop train
-    different weights. These are read when the libraries load, hence a fresh process.
-    """
-    env = {"OMP_NUM_THREADS": str(TRAIN_THREADS), "MKL_NUM_THREADS": str(TRAIN_THREADS), "CUDA_VISIBLE_DEVICES": ""}
-    if platform.machine().lower() in ("x86_64", "amd64"):
-        env |= {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
-    return env
-
-
-def _train_pinned(recipe: str, directory: Path) -> None:
-    """Run a training recipe in a fresh process under :func:`training_env` and :func:`pinned_training`.
-
-    Raises:
-        OSError: The system refused one of the training process's writes (it reports the errno
-            and file on a pipe, not as a traceback).
-    """
-    root = str(Path(__file__).resolve().parents[2])  # the directory holding the suite package
-    env = {**os.environ, **training_env()}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    report, report_to = os.pipe()
-    code = (f"from suite.models.builtin import train_recipe; "
-            f"train_recipe({recipe!r}, {str(directory)!r}, report_to={report_to})")
-    with open(report, encoding="utf-8") as pipe:
-        try:
-            result = subprocess.run([sys.executable, "-c", code], env=env, check=False, pass_fds=(report_to,))
-        finally:
-            os.close(report_to)
-        fault = json.loads(pipe.read() or "null")
-    if fault is not None:
-        raise OSError(fault["errno"], os.strerror(fault["errno"]), fault["filename"])
-    if result.returncode != 0:
-        raise RuntimeError(f"training built-in recipe {recipe!r} failed (exit {result.returncode}); "
-                           "see its output above")
-
-
-def train_recipe(recipe: str, directory: str, report_to: int | None = None) -> None:
-    """Entry point of the training process: one recipe of :data:`RECIPES` into ``directory``.
-
-    With ``report_to`` (a pipe's descriptor), the system refusing a write is reported there as
-    JSON (errno, file) and the process exits with status 1, so the parent says it in one line.
-    """
-    if ":" in recipe:
-        import importlib
-
-        module, _, function = recipe.partition(":")
-        run = getattr(importlib.import_module(module), function)
-    else:
-        run = RECIPES[recipe]
-    try:
-        with pinned_training():
-            run(Path(directory))
-    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent says it, once
-        sys.exit(130)
-    except Exception as error:
-        fault = _write_fault(error)
-        if fault is None or report_to is None:
-            raise
-        with os.fdopen(report_to, "w", encoding="utf-8") as pipe:
-            json.dump({"errno": fault.errno, "filename": fault.filename or directory}, pipe)
-        sys.exit(1)
-
-
-def _write_fault(error: BaseException) -> OSError | None:
-    """The system's refusal of a write in ``error``, if it is one: an ``OSError`` (or one a
-    safetensors ``SafetensorError`` wraps, ``... (os error 28)``), else ``None``."""
-    if isinstance(error, OSError):
-        return error if is_write_fault(error) else None
-    found = re.search(r"\(os error (\d+)\)", str(error)) if type(error).__name__ == "SafetensorError" else None
-    fault = OSError(int(found.group(1)), os.strerror(int(found.group(1)))) if found else None
-    return fault if fault is not None and is_write_fault(fault) else None
-
-
-@contextmanager
-def pinned_training() -> Iterator[None]:
-    """Fix what decides trained weights inside the process, and restore it afterwards.
-
-    Training runs on the CPU (the recipes never move a tensor), in :data:`TRAIN_THREADS`
-    threads, with deterministic algorithms and a fixed seed.
-    """
-    threads = torch.get_num_threads()
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    torch.set_num_threads(TRAIN_THREADS)
-    torch.use_deterministic_algorithms(True)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(TRAIN_SEED)
-            yield
-    finally:
-        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
-        torch.set_num_threads(threads)
-
-
-# --------------------------------------------------------------------------- sentiment-tiny
 
 
 def _train_sentiment(directory: Path) -> None:
@@ -333,7 +51,7 @@ def sentiment_tiny(config: ModelConfig) -> Classifier:
     from suite.models.hf_text import load_hf
 
     classifier, directory = load_cached(
-        "builtin:sentiment-tiny", f"sentiment-tiny-{SENTIMENT_VERSION}", "sentiment-tiny",
+        "builtin:sentiment-tiny", f"sentiment-tiny-{SENTIMENT_VERSION}", f"{__name__}:_train_sentiment",
         lambda path: load_hf(path, config.model_copy(update={"revision": None})))
     classifier.info = ModelInfo(spec="builtin:sentiment-tiny", revision=SENTIMENT_VERSION, extra={"path": str(directory)})
     return classifier
@@ -383,13 +101,10 @@ def digits_cnn(config: ModelConfig) -> Classifier:
     from suite.models.timm_image import load_timm
 
     classifier, directory = load_cached(
-        "builtin:digits-cnn", f"digits-cnn-{DIGITS_VERSION}", "digits-cnn",
+        "builtin:digits-cnn", f"digits-cnn-{DIGITS_VERSION}", f"{__name__}:_train_digits",
         lambda path: load_timm(path, config.model_copy(update={"checkpoint": None})))
     classifier.info = ModelInfo(
         spec="builtin:digits-cnn", revision=DIGITS_VERSION, extra={"path": str(directory), "architecture": DIGITS_ARCH}
     )
     return classifier
 
-
-#: Training recipes by name, run by :func:`train_recipe` in a process of their own.
-RECIPES = {"sentiment-tiny": _train_sentiment, "digits-cnn": _train_digits}

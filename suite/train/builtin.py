@@ -27,7 +27,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from suite.models.base import Classifier, ModelInfo
-from suite.models.builtin import DIGITS_ARCH, load_cached
+from suite.models.builtin import DIGITS_ARCH
+from suite.models.builtin_cache import load_cached
 from suite.models.card import BUILTIN_THREAT_MODELS
 from suite.models.config import ModelConfig
 from suite.paths import atomic_write_text

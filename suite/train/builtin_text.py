@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from suite.models.base import Classifier, ModelInfo
-from suite.models.builtin import is_cached, load_cached
+from suite.models.builtin_cache import is_cached, load_cached
 from suite.models.config import ModelConfig
 from suite.train.config import TrainConfig
 
