@@ -14,7 +14,9 @@ The paper's "APGD" is adaptive PGD, not Croce & Hein's Auto-PGD: a fixed step, a
 
 Every iterate is scored with the ensemble's exact expected accuracy L(x+δ, y, α) (eq. 3). Deviations
 from the paper, in the attacker's favour as in :mod:`.driver`: the iterate kept is the one with
-the lowest L (ties: the highest loss), not the last one, and an example stops once L = 0. With
+the lowest L (ties: the highest loss), not the last one, and an example stops once L = 0
+(``keep: loss`` is the paper's rule, for its Table 3: the last iterate, and across restarts the
+highest expected loss, which can end above the L a single restart reached, as Fig. 2 predicts). With
 ``rand_init: false`` the search starts at δ = 0, as in the paper's analysis (Sec. 4); the default
 random start is what lets PGD escape the flat point of eq. 41.
 
@@ -26,7 +28,7 @@ minimum of L everywhere.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import Field
@@ -64,13 +66,18 @@ class EnsembleState:
 
 class RECAttack(NormChoiceAttack):
     """Shared fields and loop of the REC attacks: ``norm``, ``eps``, ``steps``, ``step``,
-    ``rand_init``, ``restarts``.
+    ``rand_init``, ``restarts``, ``keep``.
 
     Attributes:
         steps: Iterations K.
         step: Step size η in pixel units; default 2.5·ε/steps (Madry et al.).
         rand_init: Start from a uniform point of the ε-ball (default) or from δ = 0.
         restarts: Random starts; only examples with L > 0 restart (needs ``rand_init``).
+        keep: Which point an example ends at. ``level`` (the default, the suite's deviation):
+            the iterate of lowest L over every step and restart (ties: the highest loss), and
+            an example stops at L = 0. ``loss``: the paper's, for its Table 3 ("APGD + RR"):
+            each restart's last iterate, and across restarts the one of highest loss; every
+            example runs every step of every restart.
     """
 
     requires: ClassVar[str] = "ensemble"
@@ -79,6 +86,14 @@ class RECAttack(NormChoiceAttack):
     step: float | None = Field(None, gt=0, allow_inf_nan=False)
     rand_init: bool = True
     restarts: int = Field(1, ge=1)
+    keep: Literal["level", "loss"] = "level"
+
+    def params(self) -> dict[str, Any]:
+        # ``keep`` came after runs were recorded: at its default it leaves their identity as it was.
+        params = super().params()
+        if self.keep == "level":
+            params.pop("keep")
+        return params
 
     @property
     def step_size(self) -> float:
@@ -110,8 +125,9 @@ class RECAttack(NormChoiceAttack):
         best_l = model.correctness(x, y).to(x.device)
         best_loss = torch.full((n,), float("-inf"), device=x.device)
         queries = torch.ones(n, dtype=torch.long, device=x.device)
+        papers = self.keep == "loss"
         for restart in range(self.restarts):
-            todo = (best_l > L_TOLERANCE).nonzero().squeeze(1)
+            todo = torch.arange(n, device=x.device) if papers else (best_l > L_TOLERANCE).nonzero().squeeze(1)
             if len(todo) == 0 or (restart > 0 and not self.rand_init):
                 break
             origin = x[todo]
@@ -133,13 +149,17 @@ class RECAttack(NormChoiceAttack):
                 value = self._loss(logits, labels, state)
                 # L from the same forward pass (the ensemble's own formula, on its active members).
                 expected = expected_accuracy(active_logits.detach(), labels, model.alphas, state.active).to(x.device)
-                lower = expected < kept_l - L_TOLERANCE
-                tie = (expected - kept_l).abs() <= L_TOLERANCE
-                better = lower | (tie & (value.detach() > kept_loss))
+                if papers:  # the last iterate, if its loss beats the earlier restarts' (whatever its L)
+                    better = (value.detach() > kept_loss) & (not grad_needed)
+                else:
+                    lower = expected < kept_l - L_TOLERANCE
+                    tie = (expected - kept_l).abs() <= L_TOLERANCE
+                    better = lower | (tie & (value.detach() > kept_loss))
                 kept = torch.where(better.view((-1,) + (1,) * (best.dim() - 1)), inputs.detach(), kept)
-                kept_l = torch.where(better, torch.minimum(kept_l, expected), kept_l)
+                kept_l = torch.where(better, expected if papers else torch.minimum(kept_l, expected), kept_l)
                 kept_loss = torch.where(better, value.detach(), kept_loss)
-                done_host = HostCopy(expected <= L_TOLERANCE)  # a live row is not done yet
+                # A live row is not done yet; the paper's rows run every step.
+                done_host = HostCopy(expected <= (-1.0 if papers else L_TOLERANCE))
                 if not grad_needed:
                     break
                 (grad,) = torch.autograd.grad(reduce_loss(value, self.reduction, n), inputs)
