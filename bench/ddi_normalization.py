@@ -5,15 +5,16 @@ on PWWS-adversarial sentences.
 
 Each model is the protocol's ``builtin:sentiment-ddi-at-s<seed>`` recipe (docs/training.md) with
 only the normalisation changed, trained here with ``suite.train.train`` and evaluated with
-``suite.evaluate`` on the 120 test sentences of ``builtin:sentiment`` (PWWS, the adversary
-served at T = 1):
+``suite.evaluate`` on the 120 test sentences of ``builtin:sentiment`` (PWWS; the adversary
+served at T = 1, and the calibrated adversary ``cal``):
 
     python bench/ddi_normalization.py --seeds 0 1 2 --out bench-ddi-normalization
 
 Columns as the paper's: clean accuracy, mean confidence on the clean sentences, and on the
-texts PWWS ends with; each a mean ± std over the seeds. The logit margin and the share of
-sentences whose float32 softmax is exactly 1 (from the training log's last epoch, on the 80
-validation sentences) say more than a mean confidence near 100 %.
+texts PWWS ends with; then robust accuracy under PWWS and under its calibrated adversary, and
+in how many runs the illusion block is flagged; each a mean ± std over the seeds. The logit
+margin and the share of sentences whose float32 softmax is exactly 1 (from the training log's
+last epoch, on the 80 validation sentences) say more than a mean confidence near 100 %.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def main() -> None:
 
     rows = {}
     for normalize in NORMALISATIONS:
-        cells = {"clean": [], "conf_clean": [], "conf_adv": [], "robust": [], "margin": [], "saturated": []}
+        cells = {"clean": [], "conf_clean": [], "conf_adv": [], "robust": [], "cal": [], "flagged": [], "margin": [],
+                 "saturated": []}
         for seed in args.seeds:
             config = recipe("ddi-at", seed)
             config = config.model_copy(update={"method_params": {**config.method_params, "normalize": normalize}})
@@ -57,15 +59,19 @@ def main() -> None:
             cells["conf_clean"].append(results.calibration["mean_confidence"])
             cells["conf_adv"].append(results.attacks[args.attack].mean_confidence)
             cells["robust"].append(results.attacks[args.attack].robust_accuracy)
+            cells["cal"].append(results.attacks[f"{args.attack}@cal"].robust_accuracy)
+            cells["flagged"].append(bool(results.illusion and results.illusion.flagged))
             cells["margin"].append(last["val_margin"])
             cells["saturated"].append(last["val_saturated"])
         rows[normalize] = cells
     print(f"DDi-AT on builtin:sentiment (protocol recipe), seeds {args.seeds}, attack {args.attack}\n")
-    print(f"| normalisation | clean | P(c\\|x_clean) | P(c\\|x_adv) | {args.attack} robust | val margin | val saturated |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| normalisation | clean | P(c\\|x_clean) | P(c\\|x_adv) | {args.attack} | {args.attack}@cal | illusion "
+          "flagged | val margin | val saturated |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for normalize, cells in rows.items():
         print(f"| {normalize} | {mean_std(cells['clean'])} | {mean_std(cells['conf_clean'])} | "
-              f"{mean_std(cells['conf_adv'])} | {mean_std(cells['robust'])} | {mean_std(cells['margin'], 1.0)} | "
+              f"{mean_std(cells['conf_adv'])} | {mean_std(cells['robust'])} | {mean_std(cells['cal'])} | "
+              f"{sum(cells['flagged'])} of {len(cells['flagged'])} | {mean_std(cells['margin'], 1.0)} | "
               f"{mean_std(cells['saturated'])} |")
 
 
