@@ -40,15 +40,20 @@ def robust_accuracy(model, attack, examples, batch_size: int) -> tuple[float, fl
     return total / len(examples), seconds
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def ensemble_parser(description: str) -> argparse.ArgumentParser:
+    """The options of a bench on the BAT built-in's test digits (``bench/arc_restarts.py`` too)."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="builtin:digits-bat")
     parser.add_argument("--n", type=int, default=200)
     parser.add_argument("--eps", type=float, default=0.15)
     parser.add_argument("--norm", default="linf", choices=("linf", "l2"))
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=64)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = ensemble_parser(__doc__).parse_args()
 
     model = load_model(args.model)
     examples = load_eval_set(DatasetConfig(spec="builtin:digits", n=args.n), model.input_spec, 0).examples

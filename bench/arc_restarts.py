@@ -17,11 +17,9 @@ expected accuracy after the attack (never above the clean one). ``--restarts`` s
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
-from arc_candidates import robust_accuracy
+from arc_candidates import ensemble_parser, robust_accuracy
 from suite.attacks import build_attack
 from suite.data.config import DatasetConfig
 from suite.data.load import load_eval_set
@@ -29,14 +27,8 @@ from suite.models import load_model
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default="builtin:digits-bat")
-    parser.add_argument("--n", type=int, default=200)
-    parser.add_argument("--eps", type=float, default=0.15)
-    parser.add_argument("--norm", default="linf", choices=("linf", "l2"))
-    parser.add_argument("--steps", type=int, default=20)
+    parser = ensemble_parser(__doc__)
     parser.add_argument("--restarts", type=int, default=10)
-    parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args()
 
     model = load_model(args.model)
