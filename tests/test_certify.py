@@ -154,6 +154,26 @@ def test_the_cone_free_rate_is_not_a_lower_bound():
     assert any("estimate" in note for note in certificate.notes)
 
 
+def test_theorem_3_3s_lower_rate_fails_on_a_smooth_network():
+    # Thm 3.3 (smooth networks) states E + l·ε ≤ sup for every ε > 0, with l the steepest rival
+    # rate sup_x ‖Jᵀ(e_k′ − e_k)‖_s. θ = (tanh(x), −tanh(x)) with data at x = 0, label 1: l = 2
+    # (at x = 0), but the loss softplus(2·tanh(x)) never exceeds softplus(2), so at ε = 10 the
+    # stated lower bound is 10 times too high. The report calls E + l_N·ε an estimate; eq. 17's
+    # actual distribution stays below every reachable loss, and the upper bound holds.
+    net = nn.Sequential(nn.Flatten(), _layer([[1.0]], [0.0]), nn.Tanh(), _layer([[1.0], [-1.0]], [0.0, 0.0]))
+    model = from_module(net, input_size=(1, 1, 1))
+    certificate = certify(model, [Example(0, torch.zeros(1, 1, 1), 1)], norm="l2", eps=[10.0], boxed=False)
+    (row,) = certificate.rows
+    ceiling = math.log1p(math.exp(2.0))
+    assert certificate.rival_rate_estimate == pytest.approx(2.0)
+    assert row["empirical"] == pytest.approx(math.log(2.0))
+    assert row["lower_estimate"] == pytest.approx(math.log(2.0) + 20.0, rel=1e-6) and row["lower_estimate"] > 9 * ceiling
+    assert row["lower_bound"] <= ceiling + 1e-9
+    assert row["lower_cone_bound"] is None  # no activation cells: not a ReLU network
+    assert row["upper_bound"] >= ceiling  # the certified rate (2 here) holds
+    assert any("estimate" in note for note in certificate.notes)
+
+
 def test_certify_command_writes_its_report(tmp_path, capsys):
     import json
 
