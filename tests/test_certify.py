@@ -252,6 +252,31 @@ def test_cone_lower_bound_on_a_relu_mlp_is_reached_and_below_the_upper_bound():
         assert row["lower_bound"] <= row["upper_bound"]
 
 
+@pytest.mark.parametrize("norm", ["l2", "linf"])
+def test_the_bounds_match_on_a_monotone_relu_network(norm):
+    # Thm 3.1's tight case: nonnegative first layer, head rows ±(one nonnegative row). Every unit
+    # on raises ‖J_D‖, so the all-on cell has the largest (L), and its steepest rival direction
+    # lies in that cell's recession cone: l = L there (bench/wdro_tightness.py enumerates every
+    # mask of such a net and finds the same).
+    torch.manual_seed(0)
+    first, head = nn.Linear(2, 8), nn.Linear(8, 2)
+    with torch.no_grad():
+        first.weight.abs_()
+        row = head.weight[0].abs()
+        head.weight.copy_(torch.stack([row, -row]))
+    model = from_module(nn.Sequential(nn.Flatten(), first, nn.ReLU(), head), input_size=(1, 1, 2))
+    point = torch.full((1, 1, 2), 10.0)  # every pre-activation positive: the all-on cell
+    assert bool((first(point.view(1, 2)) > 0).all())
+    # Label 1: the rival 0 gains along +W1ᵀw, inside the cone {u : W1·u ≥ 0}. (Label 0's rival
+    # gains along −W1ᵀw, outside it: eq. 7 takes both pairs, eq. 9 the label's.)
+    certificate = certify(model, [Example(0, point, 1)], norm=norm, eps=[1.0], boxed=False)
+    exact = (2.0 ** (0.5 if norm == "l2" else 0.0)) * float(operator_norms(
+        (head.weight @ first.weight).detach().double().unsqueeze(0), norm)[0][0])
+    assert certificate.upper_rate_estimate == pytest.approx(exact, rel=1e-5)
+    assert certificate.cone_rate_bound == pytest.approx(exact, rel=1e-5)  # l = L
+    assert certificate.upper_rate_bound >= exact
+
+
 def test_the_ramp_has_no_cone_rate():
     first = _layer([[1.0], [1.0]], [0.0, -1.0])
     second = _layer([[1.0, -1.0], [-1.0, 1.0]], [0.0, 0.0])
