@@ -501,10 +501,11 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def test_the_page_runs_only_its_own_script():
-    """The page's Content-Security-Policy allows its one inline script by hash, not every inline
-    script ('unsafe-inline'): markup that got into the page could not run. Changing the script
-    means updating the hash (given here when they disagree)."""
+def test_the_page_runs_only_its_own_script_and_style():
+    """The page's Content-Security-Policy allows its one inline script and its one style block by
+    hash, not every inline one ('unsafe-inline'): markup that got into the page could neither run
+    nor restyle it (an injected style can hide or fake a row). Changing either means updating its
+    hash (given here when they disagree)."""
     import base64
     import hashlib
 
@@ -514,6 +515,10 @@ def test_the_page_runs_only_its_own_script():
     policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1)
     assert f"script-src 'sha256-{digest}';" in policy, f"set script-src 'sha256-{digest}' in index.html's policy"
     assert "unsafe-inline" not in policy.split("script-src")[1].split(";")[0] and page.count("<script") == 1
+    style = page[page.index("<style>") + len("<style>"):page.index("</style>")]
+    digest = base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
+    assert f"style-src 'sha256-{digest}';" in policy, f"set style-src 'sha256-{digest}' in index.html's policy"
+    assert "unsafe-inline" not in policy and page.count("<style") == 1 and "style=" not in page
 
 
 def test_the_page_and_schema_beside_a_leaderboard_are_kept_current_but_a_users_page_is_kept(tmp_path):

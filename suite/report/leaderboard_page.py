@@ -22,6 +22,7 @@ PAGE_DIRS = (Path(__file__).resolve().parents[2] / "leaderboard", Path(sys.prefi
 #: The SHA-256 of every index.html advsuite has shipped, newest first (a test checks the
 #: current page is here: add its hash when the page changes).
 SHIPPED_PAGES = frozenset({
+    "8de338374dc785916a00ef859ac9f215c355f85475db866d38f29cf14d475026",
     "bf52d416d439cb494250c4da2723f199f4cee34d20ddd34208953b5bdf64671e",
     "90ea3162aeb592ee8f272877cf2433ce3d9fc11e5b48eb30693d60a195042718",
     "04f58df05d9fa72ca17adbbed4d8485d6d7c495b209422e010fbc5c7604f7f41",
