@@ -78,8 +78,9 @@ def _stage(name: str, recipe: str, target: Path) -> None:
     logger.info("training %s (first use; cached in %s)", name, target, extra={SAY_NOW: True})
     _sweep_stale(target.parent, name)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
-    held = lock_directory(staging, wait=False)  # while held, no other process's sweep removes it
+    held = None
     try:
+        held = lock_directory(staging, wait=False)  # while held, no other process's sweep removes it
         _train_pinned(recipe, staging)
         sync_files(staging)  # the training process wrote without fsync
         record_hashes(staging, entry=name)  # the entry's own name: a record copied elsewhere says whose it is
@@ -91,7 +92,8 @@ def _stage(name: str, recipe: str, target: Path) -> None:
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        os.close(held)
+        if held is not None:
+            os.close(held)
 
 
 #: A staging directory younger than this is never swept: its stager may not have locked it yet.
