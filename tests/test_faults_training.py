@@ -224,8 +224,11 @@ def test_ctrl_c_while_a_builtin_trains_is_one_line_and_leaves_no_staging(tmp_pat
     import sys
 
     env = {**os.environ, suite.paths.CACHE_ENV: str(tmp_path / "cache")}
+    # SIGINT at its default, as under a terminal (a child inherits an ignored SIGINT: a CI run in
+    # the background has it ignored, and the key then reached nothing).
     run = subprocess.Popen([sys.executable, "-m", "suite", *EVALUATE, "--output", str(tmp_path / "run")], env=env,
-                           start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     models, start = tmp_path / "cache" / "models", time.monotonic()
     while not (models.is_dir() and any(models.iterdir())) and time.monotonic() - start < 120:
         time.sleep(0.02)

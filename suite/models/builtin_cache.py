@@ -81,12 +81,16 @@ def _stage(name: str, recipe: str, target: Path) -> None:
     held = None
     try:
         held = lock_directory(staging, wait=False)  # while held, no other process's sweep removes it
-        _train_pinned(recipe, staging)
-        sync_files(staging)  # the training process wrote without fsync
-        record_hashes(staging, entry=name)  # the entry's own name: a record copied elsewhere says whose it is
-        atomic_write_text(staging / "DONE", "ok\n")
+        # The entry is trained in a folder of its own inside: a training run (the robust
+        # built-ins are `advsuite train` runs) locks its output folder itself.
+        entry = staging / "entry"
+        entry.mkdir()
+        _train_pinned(recipe, entry)
+        sync_files(entry)  # the training process wrote without fsync
+        record_hashes(entry, entry=name)  # the entry's own name: a record copied elsewhere says whose it is
+        atomic_write_text(entry / "DONE", "ok\n")
         try:
-            os.replace(staging, target)
+            os.replace(entry, target)
         except OSError:  # another process won the race (target exists and is not empty)
             if not (target / "DONE").exists():
                 raise
