@@ -101,7 +101,8 @@ def table(name: str, first: nn.Linear, head: nn.Linear, points: torch.Tensor, no
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--n", type=int, default=20, help="data points, uniform in [0, 1]^2 (the model is certified on R^2)")
+    parser.add_argument("--n", type=int, default=20,
+                        help="data points, uniform in [0, 1]^2 (the model is certified on R^2)")
     parser.add_argument("--norm", default="l2", choices=("l2", "linf", "l1"))
     args = parser.parse_args()
 

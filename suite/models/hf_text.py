@@ -21,8 +21,8 @@ from suite.errors import ConfigError, first_line
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
 from suite.models.config import ModelConfig
 from suite.models.hub_access import cached, hub_unreachable
-from suite.models.weights import (ALLOW_PICKLE, PickleRefused, check_safetensors, local_dir, pickled_files, refuse_pickle,
-                                  verify_weights)
+from suite.models.weights import (ALLOW_PICKLE, PickleRefused, check_safetensors, local_dir, pickled_files,
+                                  refuse_pickle, verify_weights)
 
 
 #: :meth:`HFTextClassifier.text_rows` on the CPU: most texts per pass, the step its row count is
