@@ -18,6 +18,18 @@ _DEVICE = re.compile(rf"^(?:{'|'.join(DEVICE_TYPES)})(?::\d+)?$")
 #: and every example is resized to it.
 MAX_PIXELS = 8192 * 8192
 MAX_CHANNELS = 64
+#: ``timm.create_model`` arguments that make timm read a file itself, past the suite's checks
+#: (safetensors only): a timm directory's ``model_args`` and training refuse them.
+TIMM_FILE_ARGS = ("checkpoint_path", "pretrained_cfg_overlay")
+
+
+def input_size_problem(size: tuple[int, int, int]) -> str | None:
+    """Why no model may take inputs of ``size`` (C, H, W), or ``None``: what follows the size in
+    a one-line refusal."""
+    if size[0] > MAX_CHANNELS or size[1] * size[2] > MAX_PIXELS:
+        return (f"is beyond what advsuite takes (at most {MAX_CHANNELS} channels and {MAX_PIXELS:,} pixels, "
+                "8192x8192): one image alone would not fit in memory")
+    return None
 
 
 def check_device(device: str | None) -> str | None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from torch import nn
 
 from suite.errors import ConfigError, first_line, format_validation_error
-from suite.models.config import MAX_CHANNELS, MAX_PIXELS
+from suite.models.config import TIMM_FILE_ARGS, input_size_problem
 
 WEIGHTS_FILE = "model.safetensors"
 
@@ -66,15 +66,13 @@ class TimmDirConfig(BaseModel):
             raise ValueError("label_names names a class twice: labels given by name would be ambiguous")
         # The directory's weights are the model: timm must neither fetch others nor read a file.
         fetched = sorted(key for key in self.model_args
-                         if key in ("pretrained", "checkpoint_path", "pretrained_cfg_overlay", "pretrained_cfg"))
+                         if key in ("pretrained", "pretrained_cfg", *TIMM_FILE_ARGS))
         if fetched:
             raise ValueError(f"model_args sets {', '.join(fetched)}: the directory's own weights are the model's "
                              "(timm would load or fetch others); remove it")
         size = self.pretrained_cfg.input_size
-        if size is not None and (size[0] > MAX_CHANNELS or size[1] * size[2] > MAX_PIXELS):
-            raise ValueError(f"pretrained_cfg.input_size {list(size)} is beyond what advsuite takes (at most "
-                             f"{MAX_CHANNELS} channels and {MAX_PIXELS:,} pixels, 8192x8192): one image alone would "
-                             "not fit in memory")
+        if size is not None and (problem := input_size_problem(size)):
+            raise ValueError(f"pretrained_cfg.input_size {list(size)} {problem}")
         return self
 
     @property

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from suite.models.config import MAX_CHANNELS, MAX_PIXELS, check_device
+from suite.models.config import TIMM_FILE_ARGS, check_device, input_size_problem
 from suite.models.registry import spec_modality
 from suite.threat import MAX_RADIUS
 
@@ -95,7 +95,7 @@ class TrainConfig(BaseModel):
                              f"{', '.join(owned[key] for key in clash)} instead")
         # Files timm would read itself, past the suite's checks (a .pth it unpickles, a path the
         # saved model's config.json would keep, relative to wherever it was trained).
-        files = sorted(key for key in self.model_args if key in ("checkpoint_path", "pretrained_cfg_overlay"))
+        files = sorted(key for key in self.model_args if key in TIMM_FILE_ARGS)
         if files:
             raise ValueError(f"model_args sets {', '.join(files)}: timm would read that file itself, past advsuite's "
                              "checks (safetensors only); fine-tune a timm model directory (timm:<dir>) instead")
@@ -111,9 +111,8 @@ class TrainConfig(BaseModel):
     def _positive_size(cls, size: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
         if size is not None and min(size) < 1:
             raise ValueError(f"input_size must be three positive integers (C, H, W), got {size}")
-        if size is not None and (size[0] > MAX_CHANNELS or size[1] * size[2] > MAX_PIXELS):
-            raise ValueError(f"input_size {list(size)} is beyond what advsuite takes (at most {MAX_CHANNELS} channels "
-                             f"and {MAX_PIXELS:,} pixels, 8192x8192): one image alone would not fit in memory")
+        if size is not None and (problem := input_size_problem(size)):
+            raise ValueError(f"input_size {list(size)} {problem}")
         return size
 
     @field_validator("device")
