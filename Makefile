@@ -32,5 +32,6 @@ docs: $(VENV)/.installed-dev
 system-deps:
 	@bash tests/system_deps.sh
 
+# --prefetch-builtins: the robust built-ins train beside the tests (tests/conftest.py).
 test: $(VENV)/.installed-dev docs system-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --prefetch-builtins

@@ -35,6 +35,17 @@ CASES: list[Case] = [
     Case("cli-run-missing-recipe", ("run", "{tmp}/missing.yaml"), "missing.yaml' does not exist"),
     Case("cli-run-unknown-recipe", ("run", "quickstrat"), "unknown recipe 'quickstrat'. Did you mean: quickstart?"),
     Case("cli-prefetch-nothing", ("prefetch",), "name attacks to prefetch"),
+    # Every spec is checked before the first model loads (trains, downloads).
+    Case("cli-prefetch-models-unknown-scheme", ("prefetch", "--models", "builtin:digits-cnn", "bogus:x"),
+         "unknown model scheme 'bogus'. Available: builtin, ensemble, hf, timm."),
+    Case("cli-prefetch-models-unknown-builtin", ("prefetch", "--models", "builtin:digits-cnn", "builtin:digits-cn"),
+         "unknown built-in model 'digits-cn'. Did you mean: digits-cnn"),
+    Case("cli-prefetch-models-no-scheme", ("prefetch", "--models", "digits-cnn"),
+         "--models 'digits-cnn': spec: model spec 'digits-cnn' needs a scheme"),
+    Case("cli-prefetch-models-missing-dir", ("prefetch", "--models", "hf:{tmp}/missing"),
+         "1 resource(s) or model(s) could not be fetched; first: hf:"),
+    Case("cli-prefetch-list-models", ("prefetch", "--list", "--models", "builtin:digits-cnn"),
+         "--list shows the attacks' resources; `advsuite ls --verify` checks the cached built-in models"),
     # Numbers out of range.
     Case("cli-batch-size-zero", (*DIGITS, "--batch-size", "0"), "argument --batch-size: expected a positive integer or auto, got '0'"),
     Case("cli-batch-size-negative", (*DIGITS, "--batch-size", "-1"), "expected a positive integer or auto, got '-1'"),

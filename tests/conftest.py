@@ -65,3 +65,40 @@ def digits_examples():
 
     split = digits("test")
     return [Example(i, x, y) for i, x, y in zip(split.ids, split.inputs, split.labels)]
+
+
+#: The built-ins the tests train on first use, in the order a whole run first needs them: about
+#: 40-130 s each on one thread. ``--prefetch-builtins`` (what ``make test`` passes) trains them
+#: in a process beside the tests, on the core the tests leave idle while they wait on Python or
+#: a child process; a test that needs one before it is ready waits for it (each cache entry has
+#: a lock) or trains it itself.
+PREFETCHED_BUILTINS = ("builtin:digits-cnn-at", "builtin:digits-bat", "builtin:sentiment-base-s0",
+                       "builtin:sentiment-ddi-at-s0", "builtin:sentiment-base-s1", "builtin:digits-cnn-beta-at")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--prefetch-builtins", action="store_true",
+                     help="train the built-in models the tests use in a process beside them (make test)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def builtins_trained_beside(request):
+    """``advsuite prefetch --models ...`` in the background for the session (with
+    ``--prefetch-builtins``); what it printed is shown if it failed."""
+    import signal
+    import subprocess
+    import sys
+
+    if not request.config.getoption("--prefetch-builtins") or not PREFETCHED_BUILTINS:
+        yield
+        return
+    log = _SESSION_DIR / "prefetch.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "suite", "prefetch", "--models", *PREFETCHED_BUILTINS],
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    yield
+    if process.poll() is None:  # a part of the tests ran, which did not need them all
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    elif process.returncode != 0:
+        print(f"\n`advsuite prefetch --models` beside the tests failed (exit {process.returncode}):\n{log.read_text()}")

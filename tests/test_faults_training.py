@@ -259,3 +259,82 @@ def test_a_staging_directory_no_process_holds_is_swept_by_the_next_stager(tmp_pa
     finally:
         os.close(held)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, fresh, other))
+
+
+COUNTED = '''
+import os, time
+from pathlib import Path
+
+
+def train(directory: Path) -> None:
+    with open(os.environ["TRAINED_LOG"], "a") as log:
+        log.write(f"{directory.name} {os.getpid()}\\n")
+    time.sleep(1.5)
+    (directory / "model.safetensors").write_bytes(b"weights")
+
+
+def outer(directory: Path) -> None:
+    """Starts from another entry, as digits-cnn-bat starts from digits-cnn-at."""
+    from suite.models.builtin_cache import load_cached
+
+    load_cached("builtin:inner", "inner-v1", "counted_recipes:train", lambda path: path)
+    train(directory)
+'''
+
+
+@pytest.fixture
+def counted(tmp_path, monkeypatch):
+    """Recipes that log each training (``TRAINED_LOG``), in a cache of their own."""
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "counted_recipes.py").write_text(COUNTED)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path / "recipes"), os.environ["PYTHONPATH"]]))
+    monkeypatch.setenv("TRAINED_LOG", str(tmp_path / "trained.log"))
+    monkeypatch.setenv(suite.paths.CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path / "cache" / "models", tmp_path / "trained.log"
+
+
+def test_processes_that_need_one_untrained_builtin_train_it_once(counted):
+    """Under ``accelerate launch`` every process may need the same built-in before it is
+    cached: one trains it, the others wait for it and load it (each trained its own copy
+    before). No lock file or staging directory is left."""
+    import sys
+
+    models, log = counted
+    code = "from suite.models.builtin_cache import cached_model; print(cached_model('x-v1', 'counted_recipes:train'))"
+    processes = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    found = [process.communicate(timeout=120)[0].strip() for process in processes]
+    assert [process.returncode for process in processes] == [0] * 3
+    assert found == [str(models / "x-v1")] * 3
+    assert len(log.read_text().splitlines()) == 1, log.read_text()
+    assert sorted(path.name for path in models.iterdir()) == ["x-v1"]
+
+
+def test_an_unfit_entry_retrained_from_another_unfit_entry_does_not_wait_on_itself(counted):
+    """Retraining held a lock on the whole cache while the training process, which starts
+    from another built-in, needed the same lock to retrain that one: it waited forever. Each
+    entry has its own lock now."""
+    import sys
+
+    from suite.models.weights import record_hashes
+
+    models, log = counted
+    for name in ("inner-v1", "outer-v1"):
+        (models / name).mkdir(parents=True)
+        (models / name / "model.safetensors").write_bytes(b"old weights")
+        record_hashes(models / name)  # as an older version recorded it: the entry's name missing
+        (models / name / "DONE").write_text("ok\n")
+    code = ("from suite.models.builtin_cache import load_cached; "
+            "print(load_cached('builtin:outer', 'outer-v1', 'counted_recipes:outer', lambda path: path)[1])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == str(models / "outer-v1"), done.stderr
+    assert [line.split()[0] for line in log.read_text().splitlines()] == ["entry", "entry"]  # inner, then outer
+    assert sorted(path.name for path in models.iterdir()) == ["inner-v1", "outer-v1"]
+    for name in ("inner-v1", "outer-v1"):
+        assert builtin_cache.entry_problem(models / name, name) is None
+
+
+def test_prefetch_models_makes_a_builtin_ready_and_names_its_weights(digits_model, capsys):
+    """``advsuite prefetch --models`` before ``accelerate launch``: the built-in is cached, and
+    the line names the weights every process will then load."""
+    assert advsuite("prefetch", "--models", "builtin:digits-cnn") == 0
+    assert capsys.readouterr().out.strip() == f"builtin:digits-cnn: ready (weights {digits_model.weights_hash()})"

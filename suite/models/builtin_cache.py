@@ -59,22 +59,75 @@ def cached_model(name: str, recipe: str) -> Path:
 
     ``recipe`` is ``module:function``, a function training into the directory it is given
     (:mod:`suite.models.builtin`'s own, or the robust built-ins of :mod:`suite.train.builtin`).
+    One process trains an entry while the others that need it wait for it (:func:`_entry_lock`).
     """
     target = cache_path("models", name)
     if (target / "DONE").exists():
         return target
+    return _ensure(name, recipe, target)
+
+
+def _ensure(name: str, recipe: str, target: Path, spec: str | None = None) -> Path:
+    """``target``, trained unless a fit entry is there, under the entry's lock: a process that
+    waited for another's training finds its entry and keeps it. With ``spec`` (the built-in
+    found unfit), an entry still unfit under the lock is discarded first (:func:`entry_problem`)."""
     try:
         with writing(target, NOTHING_CACHED):
-            _stage(name, recipe, target)
+            cache_dir(*target.parent.relative_to(cache_path()).parts)  # a cache that is a file: one line
+            with _entry_lock(target, name):
+                if spec is not None and (target / "DONE").exists():
+                    problem = entry_problem(target, name)
+                    if problem is not None:
+                        logger.warning("%s: cached entry %s %s: retraining", spec, target, problem)
+                        discard_cached(target)
+                if not (target / "DONE").exists():
+                    _stage(name, recipe, target)
     except WriteError as error:  # an atomic write inside (hash record, DONE): the entry is what was not cached
         raise WriteError(target, error.error, NOTHING_CACHED) from error
     return target
 
 
+@contextmanager
+def _entry_lock(target: Path, name: str) -> Iterator[None]:
+    """Hold the lock of the cache entry ``target``: an exclusive ``flock`` on ``.<entry>.lock``
+    beside it, removed by its holder before it lets go, so nothing is left behind.
+
+    One lock per entry, not one on the cache: a robust built-in's training process loads the
+    built-in it starts from (``digits-cnn-bat`` loads ``digits-cnn-at``), which may itself need
+    training, while its parent holds its own entry's lock. A waiter that gets the lock of a
+    file its holder has just removed takes the lock again, on the file now there.
+    """
+    import fcntl
+
+    path = target.parent / f".{target.name}.lock"
+    while True:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                logger.info("waiting for another process training %s", name, extra={SAY_NOW: True})
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            if os.stat(path).st_ino == os.fstat(handle).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        except BaseException:  # Ctrl-C while waiting
+            os.close(handle)
+            raise
+        os.close(handle)  # the lock of a removed file: take the one now there
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(path)
+        finally:
+            os.close(handle)
+
+
 def _stage(name: str, recipe: str, target: Path) -> None:
     """Train ``recipe`` into a staging directory beside ``target``, flush every file it wrote
     (through :func:`suite.paths.sync`), record the hashes, and rename it into place."""
-    cache_dir(*target.parent.relative_to(cache_path()).parts)  # a cache that is a file: one line
     logger.info("training %s (first use; cached in %s)", name, target, extra={SAY_NOW: True})
     _sweep_stale(target.parent, name)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
@@ -156,19 +209,11 @@ def _retrained(spec: str, name: str, recipe: str, directory: Path) -> Path:
     """The entry ``directory``, found unfit to be ``name``, discarded and trained again.
 
     Under ``accelerate launch`` every process may find the same unfit entry at once (a cache
-    filled by an older version). Each then takes an exclusive lock on the cache's directory
-    and looks again under it: the first discards and retrains while the others wait, and they
-    find its new entry fit and keep it (before, a late process could discard the entry another
-    had just trained, and was loading)."""
-    handle = lock_directory(directory.parent, wait=True, what="advsuite process")
-    try:
-        problem = entry_problem(directory, name) if (directory / "DONE").exists() else None
-        if problem is not None:
-            logger.warning("%s: cached entry %s %s: retraining", spec, directory, problem)
-            discard_cached(directory)
-        return cached_model(name, recipe)
-    finally:
-        os.close(handle)
+    filled by an older version). Each then takes the entry's lock and looks again under it:
+    the first discards and retrains while the others wait, and they find its new entry fit and
+    keep it (before, a late process could discard the entry another had just trained, and was
+    loading)."""
+    return _ensure(name, recipe, directory, spec=spec)
 
 
 def entry_problem(directory: Path, name: str) -> str | None:
