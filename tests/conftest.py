@@ -81,6 +81,13 @@ def pytest_addoption(parser):
                      help="train the built-in models the tests use in a process beside them (make test)")
 
 
+def _idle() -> None:
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        os.nice(19)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def builtins_trained_beside(request):
     """``advsuite prefetch --models ...`` in the background for the session (with
@@ -94,8 +101,10 @@ def builtins_trained_beside(request):
         return
     log = _SESSION_DIR / "prefetch.log"
     with open(log, "w") as out:
+        # Only on a core the tests leave idle (SCHED_IDLE; else the lowest priority): at normal
+        # priority it slowed the tests' two-thread torch kernels 3-5x, and the run gained nothing.
         process = subprocess.Popen([sys.executable, "-m", "suite", "prefetch", "--models", *PREFETCHED_BUILTINS],
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_idle)
     yield
     if process.poll() is None:  # a part of the tests ran, which did not need them all
         os.killpg(process.pid, signal.SIGKILL)

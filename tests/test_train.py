@@ -153,19 +153,25 @@ def _train_argv(output: Path, epochs: int) -> list[str]:
 
 def test_a_killed_run_resumes_from_its_last_finished_epoch(tmp_path):
     env = {**os.environ, "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
-    reference = subprocess.run(_train_argv(tmp_path / "whole", 3), env=env, capture_output=True, text=True, timeout=600)
-    assert reference.returncode == 0, reference.stderr[-2000:]
-    killed = tmp_path / "killed"
-    process = subprocess.Popen(_train_argv(killed, 3), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    log, state = killed / "train_log.jsonl", killed / "state.safetensors"
-    deadline = time.monotonic() + 300
-    while not state.exists() and time.monotonic() < deadline:  # the first epoch is committed
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    finished = process.wait() == 0
-    assert state.exists()
-    resumed = subprocess.run(_train_argv(killed, 3), env=env, capture_output=True, text=True, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    # The uninterrupted reference trains beside the run that is killed (one thread each).
+    with open(tmp_path / "whole.err", "w") as err:
+        reference = subprocess.Popen(_train_argv(tmp_path / "whole", 3), env=env, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        killed = tmp_path / "killed"
+        process = subprocess.Popen(_train_argv(killed, 3), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log, state = killed / "train_log.jsonl", killed / "state.safetensors"
+        deadline = time.monotonic() + 300
+        while not state.exists() and time.monotonic() < deadline:  # the first epoch is committed
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        finished = process.wait() == 0
+        assert state.exists()
+        resumed = subprocess.run(_train_argv(killed, 3), env=env, capture_output=True, text=True, timeout=600)
+        assert resumed.returncode == 0, resumed.stderr[-2000:]
+    except BaseException:
+        reference.kill()
+        raise
+    assert reference.wait(timeout=600) == 0, (tmp_path / "whole.err").read_text()[-2000:]
     if not finished:
         assert "resumed after epoch" in resumed.stdout and "resuming" in resumed.stderr, resumed.stdout
     epochs = [json.loads(line)["epoch"] for line in log.read_text().splitlines()]

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import torch
@@ -119,10 +119,9 @@ def _entry_lock(target: Path, name: str) -> Iterator[None]:
     try:
         yield
     finally:
-        try:
+        with suppress(OSError):  # a lock file left behind is taken by the next holder: never an error
             os.unlink(path)
-        finally:
-            os.close(handle)
+        os.close(handle)
 
 
 def _stage(name: str, recipe: str, target: Path) -> None:
