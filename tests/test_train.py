@@ -158,7 +158,8 @@ def test_a_killed_run_resumes_from_its_last_finished_epoch(tmp_path):
         reference = subprocess.Popen(_train_argv(tmp_path / "whole", 3), env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
         killed = tmp_path / "killed"
-        process = subprocess.Popen(_train_argv(killed, 3), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(_train_argv(killed, 3), env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
         log, state = killed / "train_log.jsonl", killed / "state.safetensors"
         deadline = time.monotonic() + 300
         while not state.exists() and time.monotonic() < deadline:  # the first epoch is committed

@@ -15,7 +15,8 @@ EPILOG = """examples:
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("prefetch", help="download the resources text attacks need (NLTK, embeddings, Hub)",
+    parser = subparsers.add_parser("prefetch", help="download what text attacks need (NLTK, embeddings, Hub); "
+                                   "make models ready (--models)",
                                    epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attacks", nargs="+", default=[], metavar="NAME", help="text attacks to prepare")
     parser.add_argument("--models", nargs="+", default=[], metavar="SPEC",
