@@ -249,10 +249,10 @@ class Classifier(ABC):
         """Why :meth:`relu_cell` gives no activation cone for this model (``None``: it does)."""
         return f"activation cells are computed for ReLU MLPs only, not {type(self).__name__} models"
 
-    def relu_cell(self, x: torch.Tensor) -> torch.Tensor | None:
+    def relu_cell(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The recession cone of a ReLU network's activation cell at the input ``x``, as a matrix
-        A with rec(C) = {u : A·u ≥ 0}; ``None`` where the suite cannot compute it
-        (:func:`suite.models.lipschitz.relu_cell`)."""
+        A with rec(C) = {u : A·u ≥ 0}, and the logits' Jacobian J in that cell (float64); ``None``
+        where the suite cannot compute them (:func:`suite.models.lipschitz.relu_cell`)."""
         return None
 
     def weights_hash(self) -> str:

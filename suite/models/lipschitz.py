@@ -9,10 +9,20 @@ factor an upper bound, never an estimate:
   ICLR 2019). That is the exact norm of the circular convolution on that grid; the zero-padded,
   strided convolution is that circular one between an isometric embedding and a selection of
   outputs, so its norm is at most this.
-- ``BatchNorm2d`` (eval): max |γ| / √(σ² + eps). Activations ReLU, LeakyReLU (slope ≤ 1), GELU
-  (1.13), SiLU (1.1), Tanh, Sigmoid (1/4), Identity, Dropout, Flatten: their Lipschitz constants.
-- Pooling: ``MaxPool2d`` ⌈k/s⌉ (a pixel sits in at most ⌈k/s⌉² windows, each output is
-  1-Lipschitz in its window); ``AvgPool2d`` ⌈k/s⌉/k; global average pooling 1/√(H·W).
+  Only zero padding (``padding_mode="zeros"``; reflected, replicated or circular padding is
+  another operator), numeric or ``"same"``/``"valid"`` padding.
+- ``BatchNorm2d`` (eval): max |γ| / √(σ² + eps). Activations ReLU, LeakyReLU (max(1, |slope|)),
+  ELU (max(1, α)), GELU (1.13, either form), SiLU (1.1), Tanh, Sigmoid (1/4), Softplus, Identity,
+  Dropout, Flatten: their Lipschitz constants.
+- Pooling: ``MaxPool2d`` √Π⌈k/(s/gcd(s, d))⌉ over the two axes (with dilation d, a pixel sits in at
+  most ⌈k/(s/gcd(s, d))⌉ windows per axis, and each output is 1-Lipschitz in its window; padding
+  and ``ceil_mode`` add no window to any pixel's count). ``AvgPool2d`` √(Π⌈k/s⌉)/k when every
+  divisor is k² (no ``ceil_mode``, no ``divisor_override``, no padding or padding counted);
+  otherwise (partial windows averaged over fewer cells) Schur's test √(max row sum · max column
+  sum) of its matrix, computed on the recorded input size. Global average pooling 1/√(H·W).
+- A module is taken for one of these only when it runs that class's own ``forward``: a subclass
+  that overrides it (timm's ``BatchNormAct2d``, ``Conv2dSame``, ``AvgPool2dSame``) computes
+  something else and is refused.
 - Residual blocks (timm's ``BasicBlock`` and ``Bottleneck``): Lip(branch) + Lip(shortcut), then
   the final activation.
 - Pre-LN Transformers (timm's ``VisionTransformer``): Le et al.'s Cor. 3.4,
@@ -35,7 +45,9 @@ from torch import nn
 
 #: Lipschitz constants of elementwise activations (max |f′|): GELU's is 1.1289, SiLU's 1.0998.
 _ACTIVATIONS = {nn.ReLU: 1.0, nn.ReLU6: 1.0, nn.Identity: 1.0, nn.Dropout: 1.0, nn.Flatten: 1.0, nn.Tanh: 1.0,
-                nn.Sigmoid: 0.25, nn.GELU: 1.1290, nn.SiLU: 1.0999, nn.Softplus: 1.0, nn.ELU: 1.0}
+                nn.Sigmoid: 0.25, nn.GELU: 1.1290, nn.SiLU: 1.0999, nn.Softplus: 1.0}
+#: GELU's tanh form peaks at 1.12899 (its exact form at 1.12890); ELU's slope is α·eˣ below 0, so
+#: its constant is max(1, α) (:func:`module_bound`), not 1.
 
 
 class Unsupported(Exception):
@@ -46,10 +58,18 @@ def conv_norm(conv: nn.Conv2d, height: int, width: int) -> float:
     """An upper bound on ‖conv‖₂ for inputs of ``height``×``width`` (see the module notes)."""
     if conv.groups != 1 or conv.dilation != (1, 1):
         raise Unsupported(f"Conv2d with groups={conv.groups}, dilation={conv.dilation}")
+    if conv.padding_mode != "zeros":  # reflected or replicated pixels count twice; circular is another grid
+        raise Unsupported(f"Conv2d with padding_mode={conv.padding_mode!r}")
     weight = conv.weight.detach().double().cpu()
     kh, kw = weight.shape[-2:]
-    grid_h = max(height + 2 * conv.padding[0], kh)
-    grid_w = max(width + 2 * conv.padding[1], kw)
+    if conv.padding == "valid":
+        total = (0, 0)
+    elif conv.padding == "same":  # k − 1 zeros in all per axis (dilation 1), split either side
+        total = (kh - 1, kw - 1)
+    else:
+        total = (2 * conv.padding[0], 2 * conv.padding[1])
+    grid_h = max(height + total[0], kh)
+    grid_w = max(width + total[1], kw)
     spectrum = torch.fft.fft2(weight, s=(grid_h, grid_w))  # C_out × C_in × H × W
     matrices = spectrum.permute(2, 3, 0, 1).reshape(-1, weight.shape[0], weight.shape[1])
     return float(torch.linalg.matrix_norm(matrices, ord=2).max())
@@ -60,38 +80,78 @@ def _batchnorm(norm: nn.BatchNorm2d) -> float:
     return float((scale / torch.sqrt(norm.running_var + norm.eps)).max())
 
 
-def _pool_windows(kernel, stride) -> tuple[int, int]:
-    kernel = (kernel, kernel) if isinstance(kernel, int) else tuple(kernel)
-    stride = kernel if stride is None else (stride, stride) if isinstance(stride, int) else tuple(stride)
-    return math.prod(math.ceil(k / s) for k, s in zip(kernel, stride)), math.prod(kernel)
+def _pair(value) -> tuple[int, int]:
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def _pool_windows(kernel, stride, dilation=1) -> tuple[int, int]:
+    """The most windows one pixel sits in (over both axes), and the cells of a window. Window i
+    of an axis covers i·s + j·d for j < k: a pixel p is in it for each j with p ≡ j·d (mod s),
+    at most ⌈k/(s/gcd(s, d))⌉ of the k."""
+    kernel = _pair(kernel)
+    stride = kernel if stride is None or stride == [] else _pair(stride)
+    dilation = _pair(dilation)
+    return (math.prod(math.ceil(k / (s // math.gcd(s, d))) for k, s, d in zip(kernel, stride, dilation)),
+            math.prod(kernel))
+
+
+def _avg_pool(pool: nn.AvgPool2d, shape: tuple[int, ...] | None) -> float:
+    """An upper bound on ‖pool‖₂ (see the module notes)."""
+    windows, size = _pool_windows(pool.kernel_size, pool.stride)
+    if not pool.ceil_mode and pool.divisor_override is None and (pool.count_include_pad or pool.padding in (0, (0, 0))):
+        return math.sqrt(windows / size)  # every divisor is k²: each output averages k² cells
+    if shape is None:
+        raise Unsupported("an AvgPool2d with partial windows the forward pass did not reach")
+    # Schur's test: ‖A‖₂ ≤ √(‖A‖₁·‖A‖∞); the weights all have one sign, so the row sums are the
+    # pool of ones and the column sums its adjoint applied to ones (a gradient), in float64.
+    ones = torch.ones(1, 1, *shape[-2:], dtype=torch.float64, requires_grad=True)
+    with torch.enable_grad():
+        pooled = nn.functional.avg_pool2d(ones, pool.kernel_size, pool.stride, pool.padding, pool.ceil_mode,
+                                          pool.count_include_pad, pool.divisor_override)
+        (columns,) = torch.autograd.grad(pooled.sum(), ones)
+    return math.sqrt(float(pooled.detach().abs().max()) * float(columns.abs().max()))
+
+
+#: Subclasses whose own forward computes what the base class's does (timm's LayerNorm calls
+#: ``F.layer_norm``, or a fused kernel of the same function).
+_SAME_FORWARD = {"timm.layers.norm.LayerNorm"}
+
+
+def _plain(module: nn.Module, kind: type[nn.Module]) -> bool:
+    """``module`` is a ``kind`` that runs ``kind``'s own forward (or one known to be the same)."""
+    if not isinstance(module, kind):
+        return False
+    own = type(module)
+    return own.forward is kind.forward or f"{own.__module__}.{own.__qualname__}" in _SAME_FORWARD
 
 
 def module_bound(module: nn.Module, shapes: dict[nn.Module, tuple[int, ...]]) -> float:
     """An upper bound on the L2 Lipschitz constant of ``module`` (``shapes``: each module's input
     shape, recorded by a forward pass). Raises :class:`Unsupported`."""
     kind = type(module)
-    if kind in _ACTIVATIONS:
+    if kind in _ACTIVATIONS:  # these exact classes only (a subclass may compute anything)
         return _ACTIVATIONS[kind]
-    if isinstance(module, nn.LeakyReLU):
+    if _plain(module, nn.LeakyReLU):
         return max(1.0, abs(module.negative_slope))
-    if isinstance(module, nn.Linear):
+    if _plain(module, nn.ELU):
+        return max(1.0, abs(module.alpha))
+    if _plain(module, nn.Linear):
         return float(torch.linalg.matrix_norm(module.weight.detach().double().cpu(), ord=2))
-    if isinstance(module, nn.Conv2d):
+    if _plain(module, nn.Conv2d):
         shape = shapes.get(module)
         if shape is None:  # its input size is unknown: no bound rather than a guess
             raise Unsupported("a Conv2d the forward pass did not reach")
         return conv_norm(module, shape[-2], shape[-1])
-    if isinstance(module, nn.BatchNorm2d):
+    if _plain(module, nn.BatchNorm2d):
         return _batchnorm(module)
-    if isinstance(module, nn.LayerNorm):
+    if _plain(module, nn.LayerNorm):
         return layer_norm_bound(module)
-    if isinstance(module, nn.MaxPool2d):
-        windows, _ = _pool_windows(module.kernel_size, module.stride)
+    if _plain(module, nn.MaxPool2d):
+        windows, _ = _pool_windows(module.kernel_size, module.stride, module.dilation)
         return math.sqrt(windows)
-    if isinstance(module, nn.AvgPool2d):
-        windows, size = _pool_windows(module.kernel_size, module.stride)
-        return math.sqrt(windows / size)
-    if isinstance(module, nn.Sequential):
+    if _plain(module, nn.AvgPool2d):
+        return _avg_pool(module, shapes.get(module))
+    if _plain(module, nn.Sequential):
         return math.prod(module_bound(child, shapes) for child in module)
     name = kind.__name__
     if name == "SelectAdaptivePool2d":  # timm's global pooling (+ flatten)
@@ -104,9 +164,10 @@ def module_bound(module: nn.Module, shapes: dict[nn.Module, tuple[int, ...]]) ->
     if name == "VisionTransformer":  # timm's Pre-LN ViT: Le et al., Cor. 3.4
         return _vision_transformer(module, shapes)
     if name == "ResNet":
-        parts = [module.conv1, module.bn1, module.act1, module.maxpool, module.layer1, module.layer2, module.layer3,
-                 module.layer4, module.global_pool, getattr(module, "head_drop", nn.Identity()), module.fc]
-        return math.prod(module_bound(part, shapes) for part in parts)
+        names = ["conv1", "bn1", "act1", "maxpool", "layer1", "layer2", "layer3", "layer4", "global_pool",
+                 "head_drop", "fc"]
+        _only_children(module, names)
+        return math.prod(module_bound(getattr(module, part), shapes) for part in names if hasattr(module, part))
     raise Unsupported(name)
 
 
@@ -194,10 +255,19 @@ def _residual(block: nn.Module, shapes) -> float:
     for name in ("se", "drop_path"):
         if getattr(block, name, None) is not None and not isinstance(getattr(block, name), nn.Identity):
             raise Unsupported(f"{type(block).__name__}.{name}")
+    _only_children(block, [*names, "se", "drop_path", "downsample", "act2", "act3"])
     branch = math.prod(module_bound(getattr(block, name), shapes) for name in names if hasattr(block, name))
     shortcut = 1.0 if block.downsample is None else module_bound(block.downsample, shapes)
     last = block.act2 if type(block).__name__ == "BasicBlock" else block.act3
     return (branch + shortcut) * module_bound(last, shapes)
+
+
+def _only_children(module: nn.Module, names: list[str]) -> None:
+    """Refuse a timm block or network with a child the bound does not multiply in (an attention
+    or extra layer added by a newer timm, or by a subclass): it would be left out silently."""
+    for name, child in module.named_children():
+        if name not in names and not isinstance(child, nn.Identity):
+            raise Unsupported(f"{type(module).__name__}.{name} ({type(child).__name__})")
 
 
 def network_bound(module: nn.Module, input_size: tuple[int, int, int], std) -> tuple[float | None, str]:
@@ -247,7 +317,7 @@ def mlp_layers(module: nn.Module) -> list[nn.Module]:
     for layer in module:
         if isinstance(layer, nn.Sequential):
             layers += mlp_layers(layer)
-        elif isinstance(layer, MLP_LAYERS):
+        elif any(_plain(layer, kind) for kind in MLP_LAYERS):  # a subclass may compute anything
             layers.append(layer)
         else:
             raise Unsupported(f"layer {type(layer).__name__} is not one of "
@@ -265,12 +335,15 @@ def cell_support(module: nn.Module) -> str | None:
     return None
 
 
-def relu_cell(module: nn.Module, x: torch.Tensor, mean, std) -> torch.Tensor | None:
+def relu_cell(module: nn.Module, x: torch.Tensor, mean, std) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The activation cell of a ReLU MLP at ``x`` (one C×H×W input of [0, 1] pixels), as the
     matrix A of its recession cone rec(C) = {u : A·u ≥ 0} over pixel directions (Le et al.,
     eq. 7/9): one row s_h·∇a_h per hidden ReLU unit h, with a_h its pre-activation (affine in
     the cell) and s_h = +1 if the unit is active at x, −1 if not. Along any u in the cone no unit
-    changes state, so the logits are affine along x + t·u for every t ≥ 0.
+    changes state, so the logits are affine along x + t·u for every t ≥ 0. Returned with J, the
+    logits' Jacobian in the cell (K×n), both in float64 from the weights: a float32 autograd
+    Jacobian loses the difference of two nearly equal rows (J_k − J_y, the cone rate's vector),
+    and a rate from it came out above the supremum it bounds.
 
     ``None`` unless ``module`` is a ReLU MLP (:func:`mlp_layers`; :func:`cell_support` says why not).
     """
@@ -295,4 +368,4 @@ def relu_cell(module: nn.Module, x: torch.Tensor, mean, std) -> torch.Tensor | N
             rows.append(torch.where(active, 1.0, -1.0).double().view(-1, 1) * gradient)
             value = value * active
             gradient = active.double().view(-1, 1) * gradient
-    return torch.cat(rows) if rows else torch.zeros(0, x.numel(), dtype=torch.float64)
+    return (torch.cat(rows) if rows else torch.zeros(0, x.numel(), dtype=torch.float64)), gradient

@@ -254,7 +254,7 @@ class Randomized(LogitView):
         ``logits`` are ignored."""
         return self.scores(batch, labels)[1]
 
-    def relu_cell(self, x: Any) -> torch.Tensor | None:
+    def relu_cell(self, x: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
         return None
 
     def cell_support(self) -> str | None:

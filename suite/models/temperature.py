@@ -144,8 +144,9 @@ class TemperatureScaled(LogitView):
                     f"served at it, the model no longer decides as it does; choose a {remedy} temperature")
         return served
 
-    def relu_cell(self, x: Any) -> torch.Tensor | None:
-        return self.base.relu_cell(x)  # dividing by T moves no activation
+    def relu_cell(self, x: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+        cell = self.base.relu_cell(x)  # dividing by T moves no activation; it divides the Jacobian
+        return None if cell is None else (cell[0], cell[1] / self.temperature)
 
     def cell_support(self) -> str | None:
         return self.base.cell_support()

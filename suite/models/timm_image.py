@@ -65,7 +65,7 @@ class TimmImageClassifier(TorchClassifier):
 
         return network_bound(self.module, self.input_size, self.std.flatten().tolist())
 
-    def relu_cell(self, x: torch.Tensor) -> torch.Tensor | None:
+    def relu_cell(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         from suite.models.lipschitz import relu_cell
 
         return relu_cell(self.module, x, self.mean.flatten().tolist(), self.std.flatten().tolist())

@@ -57,9 +57,13 @@ RAY_LENGTH = 1e8
 #: above float64's rounding through any network of realistic width (a dot product of length n
 #: errs by at most n·2^-53 of its terms' magnitudes; 2^-30 covers n up to 2^23).
 LOWER_MARGIN = 2.0 ** -30
-#: The cone rate is lowered by this times ‖v‖_s (v the rival's Jacobian row difference): above
-#: the relative error of a float32 Jacobian and of the cone program's solver tolerance.
+#: The cone rate is lowered by this times ‖v‖_s (v the rival's Jacobian row difference, float64
+#: from the weights): above the cone program's solver tolerance (about 1e-7 relative).
 CONE_MARGIN = 1e-6
+#: A cone program's direction u counts only where A·u ≥ −this·‖A_h‖·‖u‖ on every row h: the
+#: solvers' feasibility tolerance. One further out leaves the cell along its ray, so its rate
+#: bounds nothing (it is dropped, and the bound is the best of the others).
+CONE_FEASIBILITY = 1e-9
 
 
 def jacobians(model: Classifier, x: torch.Tensor, chunk: int = 32) -> torch.Tensor:
@@ -277,16 +281,23 @@ def _cone_rates(model, x, y, jacobian, norm) -> tuple[float, int, torch.Tensor] 
     available (not a ReLU MLP: :meth:`~suite.models.base.Classifier.cell_support`)."""
     best = None
     for index, point in enumerate(x):
-        constraints = model.relu_cell(point)
-        if constraints is None:
+        cell = model.relu_cell(point)
+        if cell is None:
             return None
+        constraints, exact = cell  # the cell's float64 Jacobian, not the float32 autograd one
         for rival in range(jacobian.shape[1]):
             if rival == int(y[index]):
                 continue
-            vector = jacobian[index, rival] - jacobian[index, y[index]]
+            vector = exact[rival] - exact[y[index]]
             rate, direction = cone_rate(vector, constraints, norm)
-            # The Jacobian comes from float32 autograd and the cone program is solved to the
-            # solver's tolerance (about 1e-7 relative): round the rate down by more than both.
+            direction = direction.double()
+            size = float(torch.linalg.vector_norm(direction, ord=ORDER[norm]))
+            rows = torch.linalg.vector_norm(constraints, dim=1)
+            if bool((constraints @ direction < -CONE_FEASIBILITY * rows * size).any()):
+                continue  # outside the cone (beyond the solver's tolerance): its ray leaves the cell
+            # The value of the direction found (‖u‖_r ≤ 1, u in the cone) is at most the supremum;
+            # the solver's tolerance is taken off it.
+            rate = float(vector @ direction) / max(1.0, size)
             rate = max(0.0, rate - CONE_MARGIN * float(torch.linalg.vector_norm(vector, ord=DUAL[norm])))
             if best is None or rate > best[0]:
                 best = (rate, index, direction)
