@@ -33,7 +33,7 @@ CASES: list[Case] = [
          recipe("[{name: wda, kappa: 0.5}]")),
     Case("wda-order-three", RUN, "p: Input should be 1 or 2", recipe("[{name: wda, p: 3}]")),
     Case("wda-norm-l3", RUN, "norm: Input should be 'linf', 'l2' or 'l1'", recipe("[{name: wda, norm: l3}]")),
-    Case("wda-pp-top-k-zero", RUN, "top_k: Input should be greater than or equal to 1",
+    Case("wda-pp-top-k-zero", RUN, "top_k: Input should be a whole number ≥ 1, auto, or null (every other class), not 0",
          recipe("[{name: wda_pp, top_k: 0}]")),
     Case("wda-probe-negative", RUN, "probe: Input should be greater than or equal to 0",
          recipe("[{name: wda, probe: -1}]")),

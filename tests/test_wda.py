@@ -309,3 +309,13 @@ def test_a_nan_input_gradient_never_makes_a_nan_point(name):
     for output in build_attack(name, params).run(model, examples, seed=0):
         assert torch.isfinite(output.adversarial).all()
         assert 0 <= float(output.adversarial.min()) and float(output.adversarial.max()) <= 1
+
+
+@pytest.mark.parametrize("classes,rivals", [(3, 2), (10, 5), (11, 10), (100, 10), (101, 20), (1000, 20)])
+def test_wda_pp_top_k_follows_the_papers_choice_by_the_number_of_classes(classes, rivals):
+    # App. E: topK 5 on CIFAR-10, 10 on CIFAR-100, 20 on ImageNet (at most K − 1 rivals).
+    attack = build_attack("wda_pp", {"eps": 0.1})
+    assert attack.rivals(classes) == rivals
+    assert attack.budget(classes)["top_k"] == rivals
+    assert build_attack("wda_pp", {"eps": 0.1, "topK": 3}).rivals(classes) == min(3, classes - 1)
+    assert build_attack("wda_pp", {"eps": 0.1, "top_k": None}).rivals(classes) == classes - 1

@@ -49,10 +49,12 @@ attacker's favour: the official code with the exact L1 projection broke fewer po
   text: each rival's probe starts at X_i and steps 2·κ^(1/p)ε/probe under L∞ (κ^(1/p)ε/probe
   under L2 and L1), and a probe that misclassifies its point ends the example there.
 
-Defaults are the paper's settings (Sec. 4): ``probe`` 10, ``maxiter`` 20, step α = 0.4·ε under
-L2 (0.2 at ε = 0.5) and 0.6375·ε under L∞ (0.01 and 0.02 at 4/255 and 8/255); L1, which the
-paper does not run, takes 0.4·ε. WDA++ uses ``top_k`` 5 (the paper's CIFAR-10 value) and 10
-bisections.
+Defaults are the paper's settings (Sec. 6, "Experimental setup"): ``probe`` 10, ``maxiter`` 20,
+step α = 0.4·ε under L2 (0.2 at ε = 0.5) and 0.6375·ε under L∞ (0.01 and 0.02 at 4/255 and 8/255); L1, which the
+paper does not run, takes 0.4·ε. WDA++ uses 10 bisections and, by default (``top_k: auto``), the
+paper's top-K by the number of classes (App. E): 5 rivals up to 10 classes (CIFAR-10), 10 up to
+100 (CIFAR-100), 20 above (ImageNet). (Until 2026-11-29 it was 5 for every model, weaker than the
+paper's attack on many classes.)
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 import torch
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from suite.attacks.base import AttackOutput, InfeasibleError, Threat, register_attack
 from suite.attacks.image.driver import NormChoiceAttack, image_outputs
@@ -77,7 +80,8 @@ from suite.models.base import Classifier, decide
 #: Relative slack of the budget checks: a float32 step at ε = 0.06 lands at 0.0600000024, and the
 #: greedy allocation overspends ε^p by rounding (≈3e-15 in float64).
 BUDGET_TOLERANCE = 1e-6
-#: The paper's step sizes as a fraction of ε (Sec. 4: 0.2 at L2 ε = 0.5; 0.01 / 0.02 at L∞ 4/255, 8/255).
+#: The paper's step sizes as a fraction of ε (Sec. 6, "Experimental setup": 0.2 at L2 ε = 0.5;
+#: 0.01 / 0.02 at L∞ 4/255, 8/255).
 STEP_FRACTION = {"linf": 0.6375, "l2": 0.4, "l1": 0.4}
 
 
@@ -253,24 +257,47 @@ class WDAPlusPlus(_Distributional):
     """WDA++ (Le et al., Algorithm 2): the nearest flip of every point, then the budget ε^p spent
     on the cheapest flips first (a_i = min(1, N·B/d_i^p)).
 
-    Defaults: L∞ (``norm``: linf, l2 or l1), W_1 (``p``: 1 or 2), the 5 most likely rivals
-    (``top_k``), up to 20 steps of α (0.6375·ε under L∞, 0.4·ε under L2 and L1), 10 bisections
+    Defaults: L∞ (``norm``: linf, l2 or l1), W_1 (``p``: 1 or 2), the most likely rivals
+    (``top_k``; App. E's 5, 10 or 20 by the number of classes), up to 20 steps of α (0.6375·ε
+    under L∞, 0.4·ε under L2 and L1), 10 bisections
     (``search_steps``). Records hold each point's flip distance (``extras.distance``; null: no
     flip found); the results hold the mass each point moved (``transport``) and their mean
     (``moved_mass``: misclassified points, which get 1/κ_i = 1 but stay put, are not in it).
     """
 
-    # The paper's names (topK, srchiter) are accepted too.
-    top_k: int | None = Field(5, ge=1, validation_alias=AliasChoices("top_k", "topK"))
+    # The paper's names (topK, srchiter) are accepted too. "auto": App. E's choice by the number
+    # of classes (5 for CIFAR-10, 10 for CIFAR-100, 20 for ImageNet); null: every other class.
+    top_k: int | Literal["auto"] | None = Field("auto", validation_alias=AliasChoices("top_k", "topK"))
     search_steps: int = Field(10, ge=0, validation_alias=AliasChoices("search_steps", "srchiter"))
+
+    @field_validator("top_k", mode="before")
+    @classmethod
+    def _top_k(cls, value: Any) -> Any:
+        if value is None or value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise PydanticCustomError("top_k", "Input should be a whole number ≥ 1, auto, or null (every other "
+                                      "class), not {value}", {"value": repr(value)})
+        return value
 
     @property
     def threat(self) -> Threat:
         return Threat(norm=self.norm_name, eps=self.eps, p=float(self.p))
 
+    def rivals(self, num_classes: int) -> int:
+        """How many rivals each example's steps go towards (``top_k`` resolved, at most K − 1)."""
+        if self.top_k is None:
+            return num_classes - 1
+        if self.top_k == "auto":
+            wanted = 5 if num_classes <= 10 else 10 if num_classes <= 100 else 20
+        else:
+            wanted = self.top_k
+        return min(wanted, num_classes - 1)
+
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
-        rivals = None if num_classes is None else (num_classes - 1 if self.top_k is None else min(self.top_k, num_classes - 1))
-        return {"maxiter": self.maxiter, "top_k": self.top_k, "search_steps": self.search_steps,
+        rivals = None if num_classes is None else self.rivals(num_classes)
+        return {"maxiter": self.maxiter, "top_k": self.top_k if rivals is None else rivals,
+                "search_steps": self.search_steps,
                 "step_size": self.step_size,
                 "max_queries": None if rivals is None else 2 * rivals * self.maxiter + self.search_steps + 1}
 
@@ -298,7 +325,8 @@ class WDAPlusPlus(_Distributional):
             clean = model.logits(x).float()
         wrong = decide(clean, y) != y
         flipped = wrong.clone()
-        rivals = _other_classes(clean, y, self.top_k)
+        rivals = _other_classes(clean, y, self.rivals(clean.shape[1]))
+        # maxiter steps, where Algorithm 2 writes iter = 0 … maxiter (maxiter + 1): as WDA's (above).
         for _ in range(self.maxiter):
             live = (~flipped).nonzero().squeeze(1)
             if len(live) == 0:
