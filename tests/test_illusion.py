@@ -535,3 +535,17 @@ def test_rounded_text_scores_are_warned_about_and_temperatures_are_not(sentiment
         assert "rounded or quantised" in warning and "of 64 single-word deletions" in warning
     for served in (sentiment_model, TemperatureScaled(sentiment_model, 0.005), TemperatureScaled(sentiment_model, 1e6)):
         assert check_score_plateaus(served, examples) == []
+
+
+@pytest.mark.parametrize("falling", [True, False])
+def test_an_opt_temperature_at_a_search_bound_is_flagged(falling):
+    # Q falling all the way to the upper bound (or rising from the lower one): the best evaluated
+    # T is at that bound, and a T beyond the search range might do better still.
+    from suite.calibration.temperature import BOUNDS
+    from suite.evaluation.adversary import _at_bound
+
+    search = optimise_temperature(lambda t: 1 / (1 + math.log(t) + 30) if falling else math.log(t) + 30, maxiter=40)
+    edge = BOUNDS[1] if falling else BOUNDS[0]
+    assert abs(math.log(search.temperature / edge)) < 0.25
+    assert _at_bound(search.temperature, BOUNDS)
+    assert not _at_bound(1.0, BOUNDS) and not _at_bound(BOUNDS[1] / 1.5, BOUNDS)

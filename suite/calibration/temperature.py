@@ -9,9 +9,12 @@ picks T_a in two ways; both are implemented here on a log scale:
   one minimum, and u = log T is a monotone reparametrisation that keeps it unimodal. We solve
   it exactly with SciPy's bounded Brent search on u (:func:`fit_nll_temperature`), in float64.
 - ``opt`` (eq. 10–11): T_a minimises Q(T), the adversarial accuracy of an attack run at
-  temperature T on validation examples. Q is nearly convex in T (paper §4) but is a step
-  function of finitely many examples; we search u = log T with SciPy's bounded Brent method
-  (:func:`optimise_temperature`), record every (T, Q), and return the best evaluated T.
+  temperature T on validation examples. The paper (§4.2) calls Q convex in T; it cannot be: a
+  convex function on (0, ∞) with values in [0, 1] is non-increasing, and Q rises again at large T
+  (its Table 2: ↓conf at T = 2e6 above the base model). Brent's search needs Q unimodal, which we
+  assume in u = log T; Q is also a step function of finitely many examples. We search u with
+  SciPy's bounded Brent method (:func:`optimise_temperature`), record every (T, Q), and return
+  the best evaluated T; a best T at a bound of the search is warned of.
   Deviation: T_cal (when known) and T = 1 (the out-of-the-box attack) are evaluated first, so
   ``opt`` is never worse than ``cal`` or ``none`` on the validation set; ties go to the
   earliest evaluated, so a flat Q keeps T_cal.

@@ -14,6 +14,7 @@ robust mass over the processes, so all follow the same Brent path.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -120,8 +121,17 @@ def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None,
             key, attack = prepared.opt_attack or (run.base, run.attack)
             if key not in searches:
                 searches[key] = _opt_search(prepared, searched or prepared.model, key, attack, pool, initial)
+                if _at_bound(searches[key]["temperature"], config.bounds):
+                    logger.warning("%s: the adversary temperature that minimises %s's accuracy sits at a search "
+                                   "bound (T = %g): one beyond it may find more; widen the adversary's bounds",
+                                   prepared.name, key, searches[key]["temperature"])
             info["opt"][run.base] = {**searches[key], "attack": key}
     return info
+
+
+def _at_bound(temperature: float, bounds: tuple[float, float]) -> bool:
+    """T within Brent's default tolerance on log T (0.25) of a bound of the search."""
+    return min(abs(math.log(temperature / bounds[0])), abs(math.log(bounds[1] / temperature))) < 0.25
 
 
 def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: Attack,

@@ -21,7 +21,7 @@ tell (the paper's two sources of extreme confidence):
 - ``design temperature``: the model is served at T ≠ 1 (the ↑conf / ↓conf models, Sec. 3);
 - ``training-induced overconfidence``: served at T = 1, but its own logits are overconfident:
   the NLL-optimal temperature T_cal is above :data:`OVERCONFIDENT_T` (DDi-AT's global gradient
-  normalisation, App. B), or ``training-induced underconfidence`` below 1/:data:`OVERCONFIDENT_T`.
+  normalisation, App. B, is one cause; plain and PGD training give T_cal of 7–22 too), or ``training-induced underconfidence`` below 1/:data:`OVERCONFIDENT_T`.
 
 Otherwise (a transfer attack alone, or calibration that cannot tell) ``mechanism`` is ``None``.
 """
@@ -111,8 +111,11 @@ def _mechanism(served: float, calibration: Mapping[str, Any] | None,
     evidence = f"NLL-optimal temperature T_cal = {temperature:.4g}" + (
         f", mean confidence {100 * confidence:.2f}%" if confidence is not None else "")
     if temperature > OVERCONFIDENT_T:
+        # Not "as DDi-AT makes them": plainly trained and PGD-trained models have T_cal of 7–22 as
+        # well (docs/illusion.md), so T_cal says the logits are overconfident, not what made them so.
         return "training-induced overconfidence", (f"served at T = 1, the model's own logits are overconfident "
-                                                   f"({evidence}), as DDi-AT's gradient normalisation makes them")
+                                                   f"({evidence}): a saturated softmax weakens attacks that follow "
+                                                   "its gradient")
     if temperature < 1 / OVERCONFIDENT_T:
         return "training-induced underconfidence", f"served at T = 1, the model's own logits are underconfident ({evidence})"
     return None, None

@@ -116,7 +116,8 @@ def table_3(groups: dict[str, list[Results]], attacks: list[str]) -> list[dict[s
             if kind in ("cal", "opt"):
                 temperatures = [e.adversary_temperature for values in entries.values() for e in values
                                 if e and e.adversary_temperature is not None]
-                row["T_a"] = f"{statistics.fmean(temperatures):.3g}" if temperatures else "-"
+                # Geometric: the temperatures span decades (an arithmetic mean is the largest one).
+                row["T_a"] = f"{statistics.geometric_mean(temperatures):.3g}" if temperatures else "-"
             else:
                 row["T_a"] = "-"
             rows.append(row)

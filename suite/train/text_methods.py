@@ -110,7 +110,8 @@ class EmbeddingAttack(TextMethod):
 
     def pgd(self, model: TrainableText, batch: Batch, labels: torch.Tensor, generators: list[torch.Generator],
             steps: int | None = None) -> torch.Tensor:
-        """``steps`` PGD steps on the mean cross-entropy from :meth:`start`; the last iterate."""
+        """``steps`` PGD steps on the summed cross-entropy (each sequence's own gradient; the step
+        normalises it per sequence) from :meth:`start`; the last iterate."""
         embeddings = model.embed(batch).detach()
         delta = self.start(embeddings, batch, generators)
         for _ in range(self.steps if steps is None else steps):
