@@ -135,3 +135,27 @@ def test_the_rounding_step_at_imagenet_normalisation_is_about_one_255th():
                         device="cpu")
     assert input_step(model, "bf16") == pytest.approx(0.229 * 2**-6)
     assert input_step(model, "fp16") == pytest.approx(0.229 * 2**-9)
+
+
+def test_fp16_gradients_that_underflow_are_flagged_even_with_the_summed_loss():
+    """A linear model with margins of 20–60 logits: softmax − one-hot is 1e-9 to 1e-26, finite
+    in float32 and below fp16's smallest value (6e-8), so under fp16 autocast the input gradient
+    of the summed cross-entropy is 0 and an fp16 search cannot move the example."""
+    from suite.attacks import build_attack
+    from suite.data.base import Example
+    from suite.evaluation.checks import check_zero_gradients
+
+    layer = torch.nn.Linear(4, 2, bias=False)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([[10.0, 10.0, 0.0, 0.0], [-10.0, -10.0, 0.0, 0.0]]))
+    model = from_module(torch.nn.Sequential(torch.nn.Flatten(), layer), input_size=(1, 1, 4))
+    examples = [Example(i, torch.tensor([[[value, value, 0.5, 0.5]]]), 0) for i, value in enumerate([0.5, 0.75, 1.0])]
+    fp32 = {"fgm": build_attack("fgm_linf", {"eps": 0.1})}
+    fp16 = {"fgm": build_attack("fgm_linf", {"eps": 0.1, "precision": "fp16"})}
+    assert check_zero_gradients(model, examples, fp32) == []  # finite, non-zero in float32
+    (warning,) = check_zero_gradients(model, examples, fp16)
+    assert "under fp16 autocast" in warning and "for 3 of 3 examples" in warning and "fgm" in warning
+    # What it says is so: the fp16 search leaves every example where it was; in fp32 the step is
+    # taken (it keeps the first example's, where the loss it can measure rises).
+    assert [output.perturbation for output in fp16["fgm"].run(model, examples, seed=0)] == [0.0] * 3
+    assert fp32["fgm"].run(model, examples[:1], seed=0)[0].perturbation == pytest.approx(0.1)

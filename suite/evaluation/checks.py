@@ -43,13 +43,18 @@ def check_probabilities(logits: torch.Tensor) -> list[str]:
     return []
 
 
-def check_zero_gradients(model: Classifier, examples: Sequence[Example]) -> list[str]:
+def check_zero_gradients(model: Classifier, examples: Sequence[Example],
+                         attacks: Mapping[str, Attack] | None = None) -> list[str]:
     """Warn when the cross-entropy gradient with respect to the input is exactly zero, or NaN or
     infinite.
 
     Zero gradients (saturated softmax, non-differentiable preprocessing, an overconfident model)
     make gradient attacks report robustness that is not there (AutoAttack's
-    ``check_zero_gradients``); so do NaN ones, along which no step can be taken.
+    ``check_zero_gradients``); so do NaN ones, along which no step can be taken. Where white-box
+    ``attacks`` search in a lower precision (``--precision``), the gradient is taken again under
+    that autocast: fp16 underflows (softmax − one-hot below 6e-8 is 0) where fp32 does not, even
+    with the summed loss (the IoR paper's mini-batch study, Sec. 4.2, says low precision weakens
+    attacks at any batch size).
     """
     if model.modality != "image" or not examples:
         return []
@@ -72,7 +77,30 @@ def check_zero_gradients(model: Classifier, examples: Sequence[Example]) -> list
                 "gradient attacks cannot move them (margin losses such as apgd_t and beta included, when the "
                 "model itself has no gradient, e.g. rounded or quantised inputs), so robust accuracy here may be "
                 "overstated, an upper bound only; check it with a black-box attack (--attacks auto,square)"]
-    return []
+    return _low_precision_zero_gradients(model, x.detach(), y, attacks or {})
+
+
+def _low_precision_zero_gradients(model: Classifier, x: torch.Tensor, y: torch.Tensor,
+                                  attacks: Mapping[str, Attack]) -> list[str]:
+    """The zero-gradient check again in each lower precision a white-box attack searches in."""
+    from suite.attacks.image.loop import autocast
+
+    warnings = []
+    for precision in sorted({getattr(attack, "precision", "fp32") for attack in attacks.values()
+                             if attack.access == "white-box"} - {"fp32"}):
+        inputs = x.clone().requires_grad_(True)
+        with autocast(model.device, precision):
+            logits = model.logits(inputs, grad=True)
+        (grad,) = torch.autograd.grad(cross_entropy(logits.float(), y).sum(), inputs)
+        zero = int((~torch.isfinite(grad.flatten(1)).all(dim=1) | (grad.flatten(1).abs().amax(dim=1) == 0)).sum())
+        if zero:
+            searching = ", ".join(sorted(key for key, attack in attacks.items()
+                                         if getattr(attack, "precision", "fp32") == precision))
+            warnings.append(f"under {precision} autocast the input gradient of the cross-entropy is zero or not "
+                            f"finite for {zero} of {len(x)} examples where it is finite and non-zero in fp32: "
+                            f"{searching} cannot move them (low-precision underflow), so robust accuracy may be "
+                            f"overstated; evaluate in fp32 (the default)")
+    return warnings
 
 
 def check_grad_mode(model: Classifier, examples: Sequence[Example]) -> list[str]:
@@ -335,7 +363,7 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
         *([] if noisy or is_ensemble(model) else check_grad_mode(model, prepared.eval_set.examples)),
         *([] if noisy else check_score_plateaus(model, correct)),
         *check_ensemble_attacks(model, attacks),
-        *(zero := check_zero_gradients(model, correct)),
+        *(zero := check_zero_gradients(model, correct, attacks)),
         *([] if noisy or zero or is_ensemble(model)
           else check_gradient_direction(model, attacks, correct, robust_accuracy)),
         *check_black_box({name: attack for name, attack in attacks.items() if name in metrics}, metrics),
