@@ -18,13 +18,13 @@ On the same first ``--n`` test digits (``digits("test")``), for each ensemble an
 - ``official ARC``: the official code;
 - ``suite arc``: ``build_attack("arc", {norm, eps, steps: K})``, the suite's defaults otherwise
   (η = ε under L∞; under L2 a pass of η = ε/4 and one of η = ε on what is left; members of equal
-  α in both orders; all hyperplanes, δ = 0 start);
+  α in both orders; all hyperplanes, δ = 0 start; then the corrected-β pass, ``base_beta``);
 - ``suite arc (official settings)``: the suite's ``arc`` with the official run's η and G, one
-  order (``tie_orders: false``), and the members reordered so that equal α are visited in the
-  official order (``np.flip(np.argsort(α))``, last first, where the suite's first order is
-  member order). What is left between this row and the
+  order (``tie_orders: false``), the paper's β only (``base_beta: false``), and the members
+  reordered so that equal α are visited in the official order (``np.flip(np.argsort(α))``, last
+  first, where the suite's first order is member order). What is left between this row and the
   official one are the undocumented differences (and the handling of a step that cancels to
-  float noise, docs/ensembles.md). Skipped where it would repeat ``suite arc`` exactly.
+  float noise, docs/ensembles.md).
 
 Every adversarial input, from either side, is scored alone (one example per forward pass, as
 the suite's records are) with the ensemble's exact expected accuracy
@@ -231,18 +231,14 @@ def evaluate_case(spec: str, norm: str, eps: float, args, official) -> dict:
     adversarial, seconds = run_suite(model, examples, params, args.seed, args.batch_size)
     record(SUITE, adversarial, seconds, params)
     if not args.no_matched:
-        matched = {**params, "step": step, "tie_orders": False}
+        # The paper's line 20 as the official code has it (no corrected-β pass): its points.
+        matched = {**params, "step": step, "tie_orders": False, "base_beta": False}
         if args.official_g != -1:
             matched["candidates"] = args.official_g
         reordered = official_order(model)
-        if matched["step"] == eps and "candidates" not in matched and reordered.alphas == model.alphas and \
-                all(a is b for a, b in zip(reordered.members, model.members)):
-            case["rows"][MATCHED] = {**case["rows"][SUITE], "params": matched, "same_as": SUITE}
-            print(f"  {spec} {norm} {eps:g} {MATCHED}: the same run as {SUITE}", flush=True)
-        else:
-            adversarial, seconds = run_suite(reordered, examples, matched, args.seed, args.batch_size)
-            record(MATCHED, adversarial, seconds,
-                   {**matched, "member_order": [model.members.index(m) for m in reordered.members]})
+        adversarial, seconds = run_suite(reordered, examples, matched, args.seed, args.batch_size)
+        record(MATCHED, adversarial, seconds,
+               {**matched, "member_order": [model.members.index(m) for m in reordered.members]})
     reference = case["rows"].get(OFFICIAL)
     if reference is not None:
         for label, row in case["rows"].items():

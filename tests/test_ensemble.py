@@ -107,10 +107,13 @@ def test_arc_reaches_the_minimum_and_at_one_step_of_eps_except_where_greedy(name
     model, norm, eps, label, minimum = case(name)
     (found,) = attack_l(model, "arc", {"norm": norm, "eps": eps}, label)
     assert found == pytest.approx(minimum, abs=1e-6)
-    # ARC fools members greedily, largest α first: with steps of ε alone the greedy case ends at
-    # 0.6 (the first member fooled), not 0.4; the default's first L2 pass (ε/4) finds 0.4.
-    (found,) = attack_l(model, "arc", {"norm": norm, "eps": eps, "step": eps}, label)
+    # ARC fools members greedily, largest α first: with steps of ε alone the paper's rule ends
+    # the greedy case at 0.6 (the first member fooled), not 0.4; the default's first L2 pass
+    # (ε/4) finds 0.4, and so does the corrected-β pass at ε.
+    (found,) = attack_l(model, "arc", {"norm": norm, "eps": eps, "step": eps, "base_beta": False}, label)
     assert found == pytest.approx(0.6 if name == "greedy" else minimum, abs=1e-6)
+    (found,) = attack_l(model, "arc", {"norm": norm, "eps": eps, "step": eps}, label)
+    assert found == pytest.approx(minimum, abs=1e-6)
 
 
 @pytest.mark.parametrize("name", ["thm42-l2", "thm42-linf"])
@@ -166,8 +169,19 @@ def test_arc_with_the_papers_l2_step_stalls_on_thm42():
     # η = ε/4 (the paper's ℓ2 setting): member 1's step stops short of its plane and is kept on a
     # tie; member 2's step cancels it exactly; δ stays 0. Hence the default's second L2 pass, η = ε.
     model, norm, eps, label, _ = case("thm42-l2")
-    assert attack_l(model, "arc", {"norm": "l2", "eps": eps, "step": eps / 4}, label) == [1.0]
+    assert attack_l(model, "arc", {"norm": "l2", "eps": eps, "step": eps / 4, "base_beta": False}, label) == [1.0]
     assert attack_l(model, "arc", {"norm": "l2", "eps": eps}, label) == pytest.approx([0.5])
+
+
+def test_line_20s_beta_counts_the_local_step_twice_and_the_corrected_pass_reaches_the_minimum():
+    # Two binary linear members, L2 ε = 0.1: one iteration of η = ε is Algorithm 1, consistent
+    # (Thm 5.1), but Algorithm 2's line 20 measures ζ at x + δ + δ_l and adds w̃ᵀδ_l again: its β
+    # is too short to cross the second member's plane, and L stays 1 where 0.6 is reachable.
+    model = ensemble([binary((1.0, 0.0), 0.2), binary((-0.8, 0.6), 0.05)], [0.6, 0.4])
+    assert brute_force_minimum(model, "l2", 0.1, 1, points=201) == pytest.approx(0.6, abs=1e-6)
+    one = {"norm": "l2", "eps": 0.1, "steps": 1, "step": 0.1}
+    assert attack_l(model, "arc", {**one, "base_beta": False}, 1) == [1.0]
+    assert attack_l(model, "arc", one, 1) == pytest.approx([0.6], abs=1e-6)
 
 
 def test_arc_visits_members_of_equal_probability_in_both_orders(digits_examples):

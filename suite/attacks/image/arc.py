@@ -11,7 +11,7 @@ decreasing α (line 4), starting from δ_l = 0. For member i at x̃ = x + δ + �
 - g = −|w_n|^(q−1)⊙sgn(w_n)/‖w_n‖_q^(q−1), the unit ℓp direction towards H_n (line 15, eq. 16):
   −sgn(w_n) for ℓ∞, −w_n/‖w_n‖_2 for ℓ2; ζ = |h_n|/‖w_n‖_q (line 16);
 - β = η if ζ ≥ η or i is the first member, else η/(η−ζ)·|w_nᵀδ_l/‖w_n‖_q + ζ| + ρ (lines 17–21),
-  with ρ = 0.05·ε as in the paper's experiments;
+  with ρ = 0.05·ε as in the paper's experiments (and the official code);
 - the candidate δ̂_l = η·(δ_l + βg)/‖δ_l + βg‖_p (line 22) is kept when L(x + Π(δ + δ̂_l)) does
   not exceed the local best (lines 24–27).
 
@@ -36,6 +36,18 @@ Deviations from the paper (each is a parameter):
   ``0.5*digits-cnn, 0.5*digits-cnn-at`` at ℓ∞ 0.15 one order left 31.5 % and the other 24.0 %.
 - ``rand_init`` (off by default, as the paper's δ = 0) starts from a uniform point of the ball;
   with ``restarts`` > 1 only examples with L > 0 restart, and the lowest L is kept.
+- Line 20 is wrong as written, and ``base_beta`` (default) adds a pass that corrects it.
+  Algorithm 1 (line 13) measures ζ from the base point x and |y·wᵀδ/‖w‖ + ζ| from the current
+  x + δ; Algorithm 2 measures ζ at x̃ = x + δ + δ_l, which already includes δ_l, and adds
+  w̃ᵀδ_l/‖w̃‖ again, so it counts δ_l twice and no longer reduces to Algorithm 1 on binary linear
+  members (Thm 5.1's consistency is lost). Counterexample (a test): L2 ε = 0.1, members with
+  unit normals (1, 0) and (−0.8, 0.6) at distances 0.2 and 0.05, α = (0.6, 0.4): one iteration of
+  η = ε ends at L = 1 where 0.6 is reachable. The corrected rule measures from the local
+  search's base x + δ: ζ_b = ζ − w̃ᵀδ_l/‖w̃‖, β = η/(η−ζ_b)·ζ + ρ (β = η when ζ_b ≥ η), which is
+  Algorithm 1 for linear members. The paper's rule is kept (the official code's, so ``arc``
+  with its settings and ``base_beta: false`` gives its points), and one more pass with the
+  corrected rule, at the last step size (ε by default), runs on the examples still above L = 0,
+  each keeping its lower L.
 - An example stops once L = 0.
 - A local step that cancels out (‖δ_l + βg‖_p ≤ 1e-6·η, line 22's 0/0) is no step (see
   :func:`_rescale`).
@@ -71,24 +83,29 @@ RHO = 0.05
 class ARC(RECAttack):
     """ARC (Dbouk & Shanbhag 2022, Algorithm 2), the consistent attack on randomized ensembles.
 
-    Defaults: L∞ ε 8/255 (``norm: l2``: 0.5), 10 iterations of η = ε under L∞ and, under L2, of
-    η = ε/4 (the paper's) and then η = ε on what is left (ε/4 alone stalls on the paper's own
-    Thm 4.2 example), δ = 0 start, all hyperplanes (``candidates: G`` searches the G largest
-    logits only, App. D); members of equal α in both orders (``tie_orders``).
+    Defaults: L∞ ε 8/255 (``norm: l2``: 0.5), 20 iterations (the paper's K, App. B.2) of η = ε
+    under L∞ and, under L2, of η = ε/4 (the paper's) and then η = ε on what is left (ε/4 alone
+    stalls on the paper's own Thm 4.2 example), δ = 0 start, all hyperplanes (``candidates: G``
+    searches the G largest logits only, App. D); members of equal α in both orders
+    (``tie_orders``); then a pass at η = ε with line 20's β corrected (``base_beta``, module notes).
 
     Attributes:
         candidates: G, how many of the largest other logits the hyperplane search considers;
             ``null`` (default) considers every class.
         tie_orders: Also visit members of equal α in reverse order, keeping each example's
             lower L.
+        base_beta: Also run a pass at the last step size with line 20's β measured from the
+            base point (Algorithm 1's rule), keeping each example's lower L.
     """
 
     #: 2: η = ε/4 then ε under L2 (was ε), and equal-α members in both orders.
-    version: ClassVar[int] = 2
-    steps: int = Field(10, ge=1)
+    #: 3: 20 iterations (the paper's K, App. B.2; was 10), and the corrected-β pass (``base_beta``).
+    version: ClassVar[int] = 3
+    steps: int = Field(20, ge=1)
     rand_init: bool = False
     candidates: int | None = Field(None, ge=1)
     tie_orders: bool = True
+    base_beta: bool = True
 
     @property
     def step_size(self) -> float:
@@ -102,10 +119,18 @@ class ARC(RECAttack):
             return [self.step]
         return [self.eps] if self._dual == 1 else [self.eps / 4, self.eps]
 
+    def _passes(self, state: EnsembleState) -> list[tuple[float, list[int], bool]]:
+        """(η, visiting order, corrected β) of each pass: the paper's rule at every step size and
+        order, then (``base_beta``) the corrected rule at the last step size (ε by default) in
+        every order."""
+        orders = self._orders(state)
+        passes = [(eta, order, False) for eta in self.step_sizes for order in orders]
+        return passes + ([(self.step_sizes[-1], order, True) for order in orders] if self.base_beta else [])
+
     def budget(self, num_classes: int | None = None) -> dict[str, Any]:
         return {"steps": self.steps, "restarts": self.restarts, "step_size": self.step_size,
                 "step_sizes": self.step_sizes, "tie_orders": self.tie_orders, "rand_init": self.rand_init,
-                "candidates": self.candidates, "rho": RHO * self.eps}
+                "candidates": self.candidates, "rho": RHO * self.eps, "base_beta": self.base_beta}
 
     def _orders(self, state: EnsembleState) -> list[list[int]]:
         """Line 4's visiting orders: decreasing α, ties in member order, and (``tie_orders``,
@@ -122,8 +147,7 @@ class ARC(RECAttack):
         best = x.clone()
         best_l = model.correctness(x, y).to(x.device)
         queries = torch.ones(n, dtype=torch.long, device=x.device)
-        passes = [(eta, order) for eta in self.step_sizes for order in self._orders(state)]
-        for number, (eta, order) in enumerate(passes):
+        for number, (eta, order, corrected) in enumerate(self._passes(state)):
             for restart in range(self.restarts):
                 todo = (best_l > L_TOLERANCE).nonzero().squeeze(1)
                 if len(todo) == 0 or (restart > 0 and not self.rand_init):
@@ -138,7 +162,7 @@ class ARC(RECAttack):
                     if len(live) == 0:
                         break
                     delta[live], value[live] = self._iteration(model, order, state, origin[live], labels[live],
-                                                               delta[live], value[live], spent, live, eta)
+                                                               delta[live], value[live], spent, live, eta, corrected)
                 # Each pass, and each restart, replaces an example's point only by a lower L (the
                 # first one's point stands for an example none improves).
                 better = value < best_l[todo] - L_TOLERANCE
@@ -149,9 +173,10 @@ class ARC(RECAttack):
                 queries[todo] += spent
         return best, queries
 
-    def _iteration(self, model, order, state, x, y, delta, value, spent, rows, eta):
+    def _iteration(self, model, order, state, x, y, delta, value, spent, rows, eta, corrected=False):
         """One outer iteration k of Algorithm 2 (lines 6–33) for a batch of examples, visiting
-        the members in ``order`` with step ``eta``."""
+        the members in ``order`` with step ``eta``; ``corrected``: β of line 20 measured from
+        the local search's base point (see the module notes)."""
         rho = RHO * self.eps
         local = torch.zeros_like(delta)
         local_value = value.clone()
@@ -163,6 +188,10 @@ class ARC(RECAttack):
             direction = -w.sign() if self._dual == 1 else -w / _per_example(w_norm)
             if position == 0:
                 beta = torch.full_like(zeta, eta)
+            elif corrected:  # Algorithm 1's line 13 with x + δ as its x: ζ_b from the base point
+                base = zeta - (w * local).flatten(1).sum(dim=1) / w_norm
+                beta = eta / (eta - base) * zeta + rho
+                beta = torch.where(base >= eta, torch.full_like(zeta, eta), beta)
             else:
                 along = (w * local).flatten(1).sum(dim=1) / w_norm
                 beta = eta / (eta - zeta) * (along + zeta).abs() + rho
