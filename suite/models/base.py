@@ -94,7 +94,7 @@ def attack_level(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     - Logits carrying ``draws`` (R×N×C) and ``draw_weights`` (N, summing to 1: a randomized
       ensemble's members and their α, :class:`~suite.models.ensemble.RandomizedEnsemble`): the
       weight of the draws deciding for the label, L(x, y, α) = Σ_i α_i·1{f_i decides y}, the
-      ensemble's exact expected accuracy (Dbouk & Shanbhag 2022, eq. 3). An iterate where the
+      ensemble's exact expected accuracy (Dbouk & Shanbhag 2022, eq. 1). An iterate where the
       averaged answer flips may keep most of it (α = 0.85 on the member still right).
     - Logits carrying ``draws`` alone (:class:`~suite.models.randomized.Randomized`'s fresh
       draws): 1 while any draw decides for the label, else 0. Not the share of draws: each

@@ -5,7 +5,7 @@ Dbouk & Shanbhag, "Adversarial Vulnerability of Randomized Ensembles", ICML 2022
 a randomized ensemble classifier (REC) over members f_1 … f_M with probabilities α is scored
 by its expected accuracy, which needs no sampling:
 
-    L(x, y, α) = Σ_i α_i · 1{argmax f_i(x) = y}          (the paper's eq. 3)
+    L(x, y, α) = Σ_i α_i · 1{argmax f_i(x) = y}          (the paper's eq. 1)
 
 That is :meth:`RandomizedEnsemble.correctness`: the clean pass, every attack's adversarial
 input and every record score an ensemble this way. Nothing scores it with a sampled answer,
@@ -118,7 +118,7 @@ class RandomizedEnsemble(Classifier):
         return torch.logsumexp(torch.log(weights).view(-1, 1, 1) + torch.log_softmax(stacked, dim=-1), dim=0)
 
     def correctness(self, batch: Any, labels: torch.Tensor, *, logits: torch.Tensor | None = None) -> torch.Tensor:
-        """L(x, y, α) = Σ_i α_i · 1{argmax f_i(x) = y}, exactly (eq. 3); ``logits`` are ignored."""
+        """L(x, y, α) = Σ_i α_i · 1{argmax f_i(x) = y}, exactly (eq. 1); ``logits`` are ignored."""
         return expected_accuracy(self.member_logits(batch), labels, self.alphas, self.active)
 
     def scores(self, batch: Any, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -131,8 +131,10 @@ def training_card(config: TrainConfig, method: ImageMethod) -> str:
 
 
 def validation_attacks(method: ImageMethod, steps: int) -> dict[str, Any]:
-    """PGD and BETA with ``steps`` steps in the method's threat model (α = ε/4, BETA's default
-    learning rate): the validation adversaries of Robey et al. (PGD-10, BETA-10)."""
+    """PGD and BETA with ``steps`` steps in the method's threat model: the validation adversaries
+    of Robey et al. (PGD-10, BETA-10). PGD steps α = ε/4 (their Sec. 5: 2/255 at 8/255); BETA keeps
+    its own default learning rate, ε/10 under L∞ (a deviation: RMSprop's first step is then about
+    ε per pixel, where a learning rate of ε/4 would take 2.5ε)."""
     pgd = (PGDLinf if method.norm == "linf" else PGDL2)(eps=method.eps, steps=steps, alpha=method.eps / 4)
     return {"pgd": pgd, "beta": BETA(norm=method.norm, eps=method.eps, steps=steps)}
 

@@ -179,7 +179,8 @@ class MART(_Stepped):
 class _BetaMethod(ImageMethod):
     """BETA-based training: the inner attack is BETA (Alg. 1) with ``steps`` steps per target,
     its ``optimizer`` (RMSprop under L∞) and learning rate ``lr`` (default: the attack's,
-    ε/10 under L∞; Robey et al. do not state it), over the ``targets`` most likely wrong
+    ε/10 under L∞, where Robey et al.'s Sec. 5 gives 2/255 = ε/4 for every attack; see
+    :class:`~suite.attacks.image.beta.BETA`), over the ``targets`` most likely wrong
     classes (default all, as the paper)."""
 
     steps: int = Field(10, ge=1, le=MAX_STEPS)

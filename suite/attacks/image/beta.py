@@ -36,8 +36,10 @@ class BETA(NormChoiceAttack):
 
     Threat model ``norm`` (linf, default ε 8/255; l2, default ε 0.5); pixels in [0, 1].
 
-    Deviations: the paper gives no rule for the learning rate ``lr``; under L∞ it defaults to
-    ε/10 (RMSprop's first step is then about ε per pixel). The paper's experiments are L∞. Under
+    Deviations: the paper's Sec. 5 uses one step size for every attack, 2/255 at ε = 8/255
+    (ε/4); BETA's learning rate ``lr`` defaults to ε/10 under L∞ instead, since RMSprop divides
+    by the root of its running squared gradient and its first step is about 10·lr per pixel (ε
+    at ε/10; 2.5ε, projected back, at ε/4). The paper's experiments are L∞. Under
     L2, RMSprop's per-pixel scaling makes steps sign-like and spreads them over every pixel,
     which wastes an L2 budget (measured on the built-in CNN at ε = 0.2: 50 % of examples broken
     against APGD-CE's 92 %). So under L2 the optimiser gets the L2-normalised gradient, and the

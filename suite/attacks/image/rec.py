@@ -12,9 +12,9 @@
 
 The paper's "APGD" is adaptive PGD, not Croce & Hein's Auto-PGD: a fixed step, as eq. 61.
 
-Every iterate is scored with the ensemble's exact expected accuracy L(x+δ, y, α) (eq. 3). Deviations
-from the paper, in the attacker's favour as in :mod:`.driver`: the iterate kept is the one with
-the lowest L (ties: the highest loss), not the last one, and an example stops once L = 0
+Every iterate is scored with the ensemble's exact expected accuracy L(x+δ, y, α) (eq. 1; the
+attack solves eq. 3, its minimum over the ball). Deviations from the paper, in the attacker's
+favour as in :mod:`.driver`: the iterate kept is the one with the lowest L (ties: the highest loss), not the last one, and an example stops once L = 0
 (``keep: loss`` is the paper's rule, for its Table 3: the last iterate, and across restarts the
 highest expected loss, which can end above the L a single restart reached, as Fig. 2 predicts). With
 ``rand_init: false`` the search starts at δ = 0, as in the paper's analysis (Sec. 4); the default
@@ -70,7 +70,8 @@ class RECAttack(NormChoiceAttack):
 
     Attributes:
         steps: Iterations K.
-        step: Step size η in pixel units; default 2.5·ε/steps (Madry et al.).
+        step: Step size η in pixel units; default 2.5·ε/steps (Madry et al.; ε/8 at 20 steps). A
+            deviation: the ARC paper's APGD runs 20 steps of ε/4 (App. B.2: 2/255 at 8/255).
         rand_init: Start from a uniform point of the ε-ball (default) or from δ = 0.
         restarts: Random starts; only examples with L > 0 restart (needs ``rand_init``).
         keep: Which point an example ends at. ``level`` (the default, the suite's deviation):
