@@ -12,13 +12,14 @@
 
 The paper's "APGD" is adaptive PGD, not Croce & Hein's Auto-PGD: a fixed step, as eq. 61.
 
-Every iterate is scored with the ensemble's exact expected accuracy L(x+δ, y, α) (eq. 1; the
-attack solves eq. 3, its minimum over the ball). Deviations from the paper, in the attacker's
-favour as in :mod:`.driver`: the iterate kept is the one with the lowest L (ties: the highest loss), not the last one, and an example stops once L = 0
-(``keep: loss`` is the paper's rule, for its Table 3: the last iterate, and across restarts the
-highest expected loss, which can end above the L a single restart reached, as Fig. 2 predicts). With
-``rand_init: false`` the search starts at δ = 0, as in the paper's analysis (Sec. 4); the default
-random start is what lets PGD escape the flat point of eq. 41.
+Every iterate is scored with the ensemble's exact expected accuracy L(x+δ, y, α) (eq. 1; the attack
+solves eq. 3, its minimum over the ball). Deviations from the paper, in the attacker's favour as in
+:mod:`.driver`: the iterate kept is the one with the lowest L (ties: the highest loss), not the
+last one, and an example stops once L = 0 (``keep: loss`` is the paper's rule, for its Table 3: the
+last iterate, and across restarts the highest expected loss, which can end above the L a single
+restart reached, as Fig. 2 predicts). With ``rand_init: false`` the search starts at δ = 0, as in
+the paper's analysis (Sec. 4); the default random start is what lets PGD escape the flat point of
+eq. 41.
 
 All three need an ensemble; :mod:`.arc` is the consistent attack (Algorithm 2). An evaluation's
 worst case over ``arc`` and ``apgd_rec`` is what the suite reports: neither alone reaches the
