@@ -212,7 +212,10 @@ class GradientAttack(Attack):
         return found
 
     def _starts(self, origin: torch.Tensor, rows: torch.Tensor, generators: list[torch.Generator]) -> torch.Tensor:
-        """Uniform random starts in the ε-ball ∩ [0, 1]^d, one per row, from its example's generator."""
+        """Random starts, one per row, from its example's generator: uniform in the ε-ball, then
+        clamped to [0, 1]^d. Not uniform on the intersection, as BETA's Alg. 1 line 3 draws them
+        (Unif[max(x − ε, 0), min(x + ε, 1)]): a pixel at 0 starts at 0 half the time. Kept, as
+        AutoAttack and PGD draw them, so records do not change."""
         noise = random_starts(self.geometry, origin.shape[1:], self.eps, [generators[i] for i in rows.tolist()])
         return (origin + noise.to(origin.device)).clamp(0.0, 1.0)
 
