@@ -32,6 +32,7 @@ docs: $(VENV)/.installed-dev
 system-deps:
 	@bash tests/system_deps.sh
 
-# --prefetch-builtins: the robust built-ins train beside the tests (tests/conftest.py).
+# --prefetch-builtins: the robust built-ins train beside the tests (tests/conftest.py). -n 2: two
+# pytest-xdist workers, one torch thread each, a test file per worker at a time (docs/architecture.md).
 test: $(VENV)/.installed-dev docs system-deps
-	$(BIN)/python -m pytest --prefetch-builtins
+	$(BIN)/python -m pytest --prefetch-builtins -n 2 --dist loadfile

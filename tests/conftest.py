@@ -30,7 +30,15 @@ os.environ.update(
         "TQDM_DISABLE": "1",
     }
 )
+# Under pytest-xdist (``make test`` runs ``-n 2``) every worker inherits the main process's
+# environment, so the workers share its cache (each built-in is trained once: its entry's lock).
 os.environ.setdefault("ADVSUITE_CACHE", str(_SESSION_DIR / "cache"))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One torch thread per worker, set before torch is imported (subprocesses inherit it, so a
+    # test's own process and the ones it starts compute alike): two workers of two threads each
+    # on two cores spun against each other.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 # Install the same guard in this process (load by path: another sitecustomize may be loaded).
 _spec = importlib.util.spec_from_file_location("advsuite_netguard", NETGUARD / "sitecustomize.py")
 _spec.loader.exec_module(importlib.util.module_from_spec(_spec))
@@ -91,16 +99,17 @@ def _idle(pid: int) -> None:
         os.setpriority(os.PRIO_PROCESS, pid, 19)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def builtins_trained_beside(request):
-    """``advsuite prefetch --models ...`` in the background for the session (with
-    ``--prefetch-builtins``); what it printed is shown if it failed."""
-    import signal
+#: The ``advsuite prefetch`` process of this run (the main pytest process only).
+_PREFETCH: dict[str, object] = {}
+
+
+def pytest_configure(config):
+    """With ``--prefetch-builtins``: ``advsuite prefetch --models ...`` in the background for the
+    run, started once by the main process (under ``-n``, not by each worker)."""
     import subprocess
     import sys
 
-    if not request.config.getoption("--prefetch-builtins") or not PREFETCHED_BUILTINS:
-        yield
+    if not config.getoption("--prefetch-builtins") or not PREFETCHED_BUILTINS or hasattr(config, "workerinput"):
         return
     log = _SESSION_DIR / "prefetch.log"
     with open(log, "w") as out:
@@ -109,12 +118,26 @@ def builtins_trained_beside(request):
         process = subprocess.Popen([sys.executable, "-m", "suite", "prefetch", "--models", *PREFETCHED_BUILTINS],
                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     _idle(process.pid)
-    yield
+    _PREFETCH.update(process=process, log=log)
+
+
+def _stop_prefetch(say) -> None:
+    import signal
+
+    process = _PREFETCH.pop("process", None)
+    if process is None:
+        return
     if process.poll() is None:  # a part of the tests ran, which did not need them all
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    elif process.returncode != 0:
-        import warnings
+    elif process.returncode != 0 and say is not None:
+        say(f"`advsuite prefetch --models` beside the tests failed (exit {process.returncode}; the tests trained "
+            f"what they needed themselves):\n{_PREFETCH['log'].read_text()}")
 
-        warnings.warn(f"`advsuite prefetch --models` beside the tests failed (exit {process.returncode}; the tests "
-                      f"trained what they needed themselves):\n{log.read_text()}", stacklevel=1)
+
+def pytest_terminal_summary(terminalreporter):
+    _stop_prefetch(terminalreporter.write_line)
+
+
+def pytest_unconfigure(config):
+    _stop_prefetch(None)

@@ -168,8 +168,17 @@ def test_deepwordbug_breaks_the_tiny_text_model_deterministically(sentiment_mode
     assert [o.adversarial for o in outputs] == [o.adversarial for o in again]
 
 
+@pytest.fixture
+def two_threads():
+    """Two torch threads for the test (under ``make test``'s ``-n 2`` each worker has one)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("norm", ["linf", "l2", "l1"])
-def test_random_starts_drawn_in_threads_are_those_of_a_loop(norm, monkeypatch):
+def test_random_starts_drawn_in_threads_are_those_of_a_loop(norm, monkeypatch, two_threads):
     """Random starts of large images are drawn in threads, one per example's generator; rows of
     one example (its targets) share its generator and draw in their order. The starts, and the
     generators' states after them, are those of a loop over the rows, bit for bit."""
