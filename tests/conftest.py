@@ -139,5 +139,16 @@ def pytest_terminal_summary(terminalreporter):
     _stop_prefetch(terminalreporter.write_line)
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """Under ``-n``, the main process's own log of network attempts (its prefetch process writes
+    there; each worker checks its own in :func:`no_network_attempts`) fails the run too."""
+    if hasattr(session.config, "workerinput") or not getattr(session.config.option, "numprocesses", None):
+        return
+    attempts = NETLOG.read_text() if NETLOG.exists() else ""
+    if attempts:
+        print(f"\nnetwork attempts during tests (outside the workers):\n{attempts}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_unconfigure(config):
     _stop_prefetch(None)
