@@ -53,7 +53,8 @@ import torch
 from torch import nn
 
 from suite.attacks import InfeasibleError, build_attack
-from suite.attacks.image.wda import STEP_FRACTION, allocate
+from suite.attacks.image.wda import STEP_FRACTION
+from suite.attacks.image.wda_pp import allocate
 from suite.data.base import Example
 from suite.data.builtin import digits
 from suite.models import load_model

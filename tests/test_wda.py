@@ -14,7 +14,7 @@ from torch import nn
 
 from suite.attacks import InfeasibleError, build_attack
 from suite.attacks.image.norms import L1, project_l1
-from suite.attacks.image.wda import allocate
+from suite.attacks.image.wda_pp import allocate
 from suite.data.base import Example
 from suite.models.wrap import from_module
 
