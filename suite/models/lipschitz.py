@@ -89,7 +89,7 @@ def _pool_windows(kernel, stride, dilation=1) -> tuple[int, int]:
     of an axis covers i·s + j·d for j < k: a pixel p is in it for each j with p ≡ j·d (mod s),
     at most ⌈k/(s/gcd(s, d))⌉ of the k."""
     kernel = _pair(kernel)
-    stride = kernel if stride is None or stride == [] else _pair(stride)
+    stride = kernel if stride is None else _pair(stride)
     dilation = _pair(dilation)
     return (math.prod(math.ceil(k / (s // math.gcd(s, d))) for k, s, d in zip(kernel, stride, dilation)),
             math.prod(kernel))

@@ -285,6 +285,7 @@ def _cone_rates(model, x, y, jacobian, norm) -> tuple[float, int, torch.Tensor] 
         if cell is None:
             return None
         constraints, exact = cell  # the cell's float64 Jacobian, not the float32 autograd one
+        rows = torch.linalg.vector_norm(constraints, dim=1)
         for rival in range(jacobian.shape[1]):
             if rival == int(y[index]):
                 continue
@@ -292,7 +293,6 @@ def _cone_rates(model, x, y, jacobian, norm) -> tuple[float, int, torch.Tensor] 
             rate, direction = cone_rate(vector, constraints, norm)
             direction = direction.double()
             size = float(torch.linalg.vector_norm(direction, ord=ORDER[norm]))
-            rows = torch.linalg.vector_norm(constraints, dim=1)
             if bool((constraints @ direction < -CONE_FEASIBILITY * rows * size).any()):
                 continue  # outside the cone (beyond the solver's tolerance): its ray leaves the cell
             # The value of the direction found (‖u‖_r ≤ 1, u in the cone) is at most the supremum;
