@@ -124,6 +124,7 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object], kept: str = UN
     ``path`` is replaced, not followed (a link planted among a run's files points nowhere it
     can write); a writer whose user named the file resolves it first (:func:`through_link`)."""
     path = Path(path)
+    _refuse_special(path)
     tmp = temporary_path(path)
     with writing(path, kept, then):
         try:
@@ -136,6 +137,23 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object], kept: str = UN
                 tmp.unlink(missing_ok=True)
             raise
     return path
+
+
+def _refuse_special(path: Path) -> None:
+    """Refuse to replace what is not a file: the rename put a regular file in the place of a
+    device (``--output /dev/full``, or ``/dev/null`` as root) or a named pipe. A link is not
+    followed here (see :func:`atomic_write`), so it is replaced, never what it names."""
+    import stat
+
+    from suite.errors import ConfigError
+
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:  # absent (or unreadable: the write says why)
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        kind = "directory" if stat.S_ISDIR(mode) else "device, pipe or socket"
+        raise ConfigError(f"{str(path)!r} is a {kind}, not a regular file: it was not replaced; name a file to write")
 
 
 def atomic_write_text(path: Path, text: str, kept: str = UNCHANGED, then: str = "rerun the same command") -> Path:

@@ -212,10 +212,15 @@ def test_without_usable_records_a_difference_falls_back_to_the_intervals(runs, t
     assert (code, err) == (0, "")
     assert f"note: B ({bare}): no records.jsonl beside its results" in out and "McNemar" not in out
     assert "(within CIs)" in out and "p=" not in out
-    for garbage in (b"\x89PNG\r\n\x1a\n\x00", b'{"kind": "clean", "id": "x", "correct": NaN, "label": 0}\n'):
+    header = (runs["at"] / "records.jsonl").read_bytes().splitlines(keepends=True)[0]
+    for garbage, says in ((b"\x89PNG\r\n\x1a\n\x00", "cannot be read as advsuite records"),
+                          (header + b'{"kind": "clean", "id": "x", "correct": NaN, "label": 0}\n',
+                           "cannot be read as advsuite records"),
+                          (b'{"kind": "clean", "id": "x", "correct": 1.0, "label": 0}\n',
+                           "does not name its run on its first line")):
         (bare / "records.jsonl").write_bytes(garbage)
         code, out, err = compare(capsys, runs["plain"], bare)
-        assert (code, err) == (0, "") and "records.jsonl cannot be read as advsuite records" in out
+        assert (code, err) == (0, "") and f"records.jsonl {says}" in out
     # Records that do not reproduce the results (one example's outcome changed): the rows it
     # touches fall back, named in a note; the other rows keep their test.
     edited = tmp_path / "edited"

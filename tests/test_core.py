@@ -4,6 +4,7 @@ distributional attack, the Python API on objects in memory and on specs, and v1 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -262,6 +263,43 @@ def test_api_errors_are_the_cli_lines(capsys):
         suite.evaluate(net, (images, labels + 5), attacks=["fgm_linf"])
     with pytest.raises(ConfigError, match="model must be"):
         suite.evaluate(42, (images, labels))
+    with pytest.raises(SuiteError, match=r"label (0|1).5 is not a class index"):  # int(0.5) made it class 0
+        suite.evaluate(net, (images, labels.float() + 0.5), attacks=["fgm_linf"])
+
+
+@pytest.mark.parametrize("keywords, says", [
+    ({"n": -1}, "n must be a whole number >= 1 (None: every example), not -1"),  # evaluated all but one
+    ({"n": True}, "n must be a whole number >= 1"),
+    ({"n": 2.5}, "n must be a whole number >= 1"),
+    ({"eps": True}, "eps must be a number or a non-empty list of numbers, not True"),  # ran at eps 1
+    ({"eps": "0.1"}, "eps must be a number or a non-empty list"),
+    ({"eps": []}, "eps must be a number or a non-empty list"),  # fell back to the defaults
+    ({"attacks": [1]}, "attacks must be attack names or {'name': ...} mappings, not [1]"),
+    ({"options": {"seed": 1}}, "options must be a suite.RunOptions, not dict"),
+    ({"output": ""}, "output must be a directory path (None: in memory), not ''"),  # wrote into the cwd
+    ({"options": "RunOptions(seed=-1)"}, "options must be a suite.RunOptions, not str"),
+])
+def test_api_keywords_of_the_wrong_kind_are_one_line(keywords, says):
+    with pytest.raises(ConfigError) as caught:
+        suite.evaluate("builtin:digits-cnn", "builtin:digits", **keywords)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_run_options_and_recipe_limits_are_checked():
+    for options, says in (({"seed": -1}, "seed must be a whole number >= 0, not -1"),
+                          ({"batch_size": 0}, "batch_size must be a whole number >= 1 or 'auto', not 0"),
+                          ({"batch_size": 1.5}, "batch_size must be a whole number >= 1 or 'auto', not 1.5")):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            suite.RunOptions(**options)
+    for limit in (-1, 0, "5", True):  # limit=-1 ran 358 examples where the task said 10
+        with pytest.raises(ConfigError, match="limit must be a whole number >= 1"):
+            suite.run_recipe("quickstart", limit=limit)
+
+
+def test_a_single_name_is_one_attack_not_its_letters(tmp_path):
+    """``attacks="fgm_linf"`` was the attacks f, g, m...: now the attack fgm_linf."""
+    results = suite.evaluate("builtin:digits-cnn", "builtin:digits", attacks="fgm_linf", eps=0.05, n=4)
+    assert list(results.attacks) == ["fgm_linf"]
 
 
 # --------------------------------------------------------------------------- results v1

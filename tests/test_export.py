@@ -230,12 +230,12 @@ def test_warnings_and_illusion_flag_are_exported(hub_run_dir, tmp_path):
     (tmp_path / "run" / "results.json").write_text(json.dumps(data))
     done = hub.export(tmp_path / "run", tmp_path / "card")
     card = ModelCard.load(tmp_path / "card" / "README.md")
-    for result in card.data.eval_results:
-        assert result.metric_args["warnings"] == data["warnings"]
+    for result in card.data.eval_results:  # shared without its records: the export says so
+        assert result.metric_args["warnings"] == [*data["warnings"], hub.UNVERIFIED]
         assert result.metric_args["illusion_of_robustness"] == {"max_drop": 0.25, "mechanism": "design temperature"}
     for entry in yaml.safe_load((tmp_path / "card" / done.files[1]).read_text()):
         assert "ILLUSION OF ROBUSTNESS flagged: an aware adversary lowers it by up to 25.0 pp" in entry["notes"]
-        assert "1 warning(s)" in entry["notes"]
+        assert "2 warning(s)" in entry["notes"]
 
 
 def test_two_exports_into_one_card_at_once_keep_both(run_dir, hub_run_dir, tmp_path, monkeypatch):
@@ -289,3 +289,51 @@ def test_a_card_with_a_byte_order_mark_keeps_its_metadata(run_dir, tmp_path, cap
     hub.export(run_dir, to)
     card = ModelCard.load(to / "README.md")
     assert card.text.strip() == "# Just text" and card.data.eval_results
+
+
+def _copy_of(run_dir: Path, where: Path, **model) -> Path:
+    """``run_dir``'s results.json alone in ``where``, its ``model`` fields updated."""
+    data = json.loads((run_dir / "results.json").read_text())
+    data["model"].update(model)
+    where.mkdir()
+    (where / "results.json").write_text(json.dumps(data))
+    return where
+
+
+def test_a_card_holds_one_model_and_one_set_of_weights(run_dir, hub_run_dir, tmp_path):
+    """Another model's results are never merged into a card (the Hub would show them under the
+    card's model); another set of weights' (retrained in place) only with ``replace``, which
+    removes every result of the old weights, in the card and in ``.eval_results``: merged by group,
+    the new clean accuracy stood beside the old weights' robust accuracy at another ε."""
+    card = tmp_path / "card"
+    hub.export(run_dir, card)
+    before = (card / "README.md").read_text()
+    other = _copy_of(run_dir, tmp_path / "other", spec="builtin:digits-cnn-at", name="builtin:digits-cnn-at")
+    with pytest.raises(ConfigError, match="holds advsuite results of the model 'builtin:digits-cnn', and these are "
+                                          "of 'builtin:digits-cnn-at': a card describes one model"):
+        hub.export(other, card, replace=True)
+    assert (card / "README.md").read_text() == before
+
+    weights = read_results(hub_run_dir / "results.json").model.weights
+    assert weights and weights.startswith("sha256-")
+    hub.export(hub_run_dir, card / "hub")
+    retrained = _copy_of(hub_run_dir, tmp_path / "retrained", weights="sha256-0123456789abcdef")
+    data = json.loads((retrained / "results.json").read_text())  # the new weights evaluated at another radius only
+    data["attacks"] = {key: {**entry, "threat": {**entry["threat"], "eps": 0.05}, "params": {**entry["params"],
+                             "eps": 0.05}} for key, entry in data["attacks"].items()}
+    data["threat_models"] = {"linf eps=0.05": {**group, "threat": {**group["threat"], "eps": 0.05}}
+                             for group in data["threat_models"].values()}
+    for attack in data["config"]["attacks"]:
+        attack["params"]["eps"] = 0.05
+    (retrained / "results.json").write_text(json.dumps(data))
+    files = {path: path.read_text() for path in (card / "hub").rglob("*") if path.is_file()}
+    with pytest.raises(ConfigError, match=f"other weights of this model \\({weights} there, sha256-0123456789abcdef "
+                                          "here: retrained"):
+        hub.export(retrained, card / "hub")
+    assert {path: path.read_text() for path in files} == files
+    hub.export(retrained, card / "hub", replace=True)
+    results = ModelCard.load(card / "hub" / "README.md").data.eval_results
+    assert len(results) == 4 and {r.metric_args["weights"] for r in results} == {"sha256-0123456789abcdef"}
+    assert all(r.metric_args.get("eps") in (None, 0.05) for r in results)
+    entries = yaml.safe_load((card / "hub" / ".eval_results/advsuite-ylecun-mnist-mnist-test.yaml").read_text())
+    assert len(entries) == 4 and all(entry["notes"].endswith("; weights sha256-0123456789abcdef") for entry in entries)

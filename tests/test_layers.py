@@ -23,7 +23,7 @@ BENCH = ROOT / "bench"
 LAYERS = {
     "errors": 0, "text": 0, "version": 0,
     "registry": 1, "losses": 1, "threat": 1, "paths": 1, "seeding": 1, "launch": 1, "intervals": 1,
-    "strict_json": 1, "lazy": 1, "collector": 1,
+    "strict_json": 1, "lazy": 1, "collector": 1, "hub_probe": 1,
     "progress": 2,
     "models": 2, "data": 2,
     "attacks": 3, "calibration": 3, "wdro": 3, "report": 3,

@@ -372,6 +372,8 @@ def test_cli_refuses_a_smaller_evaluation_unless_replace(tmp_path, capsys):
     smoke = tmp_path / "smoke.json"
     data = json.loads(full.read_text())
     data["dataset"]["n"] = 10  # a --limit 10 run of the same model
+    for entry in data["attacks"].values():
+        entry["n_attacked"] = min(entry["n_attacked"], 10)
     smoke.write_text(json.dumps(data))
     assert _advsuite("leaderboard", "add", str(full), "--leaderboard", str(board)) == 0
     before, files = board.read_bytes(), sorted(tmp_path.iterdir())

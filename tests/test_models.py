@@ -244,6 +244,33 @@ def test_an_hf_model_the_hub_cannot_give_is_one_line_at_once(monkeypatch, hub_do
     assert hub_access.hub_unreachable() is None and len(hub_down) == 1  # behind a proxy: no probe
 
 
+def test_an_hf_dataset_the_hub_cannot_give_is_one_line_at_once(hub_down, capfd, monkeypatch):
+    """Offline, `datasets` asked the Hub through huggingface_hub's retries: 12 lines of stderr
+    and 40 s before the one-line error. Where the probe fails, datasets load in offline mode
+    (from the cache), and one that is not cached is one line at once, naming why."""
+    import time
+
+    import datasets
+    import huggingface_hub.constants as hub_constants
+
+    from suite.data.config import DatasetConfig
+    from suite.data.load import load_eval_set
+    from suite.errors import DataError
+
+    model = load_model(ModelConfig(spec="builtin:sentiment-tiny"))
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)  # as outside the tests (conftest sets it)
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+    before = datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE
+    started = time.monotonic()
+    with pytest.raises(DataError, match=r"cannot load dataset 'nobody/no-such-dataset' \(split 'test'\): the Hub "
+                                        r"\(huggingface.co:443\) cannot be reached \(Network is unreachable\), and "
+                                        r"it is not in the local datasets cache"):
+        load_eval_set(DatasetConfig(spec="hf:nobody/no-such-dataset", split="test"), model.input_spec, seed=0)
+    assert time.monotonic() - started < 20 and "Retry" not in capfd.readouterr().err
+    assert hub_down == [(("huggingface.co", 443), 3.0)]
+    assert (datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE) == before  # restored
+
+
 def test_timm_weights_the_hub_cannot_give_load_from_the_cache_or_are_one_line(tmp_path, monkeypatch, hub_down):
     """Offline, timm asked huggingface_hub for pretrained weights, which retried five times: 51 s
     of retry lines before the error. Now the cache's copy loads at once (the safetensors; the

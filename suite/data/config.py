@@ -41,4 +41,8 @@ class DatasetConfig(BaseModel):
                                           ("label_column", label)) if column is not None]
         if named and self.spec.startswith(("builtin:", "memory:")):
             raise ValueError(f"{', '.join(named)} apply to hf: datasets; {self.spec} has fixed columns")
+        chosen = [flag for flag, value in (("config", self.config), ("revision", self.revision)) if value is not None]
+        if chosen and self.spec.startswith(("builtin:", "memory:")):  # it was ignored without a word
+            raise ValueError(f"{', '.join(chosen)} apply to hf: datasets; {self.spec} has one configuration and "
+                             "revision")
         return self

@@ -31,6 +31,7 @@ from suite.data.images import DatasetImage, check_image, conform_image
 from suite.data.local import check_class_folders, content_fingerprint
 from suite.data.registry import BUILTIN_DATASETS
 from suite.errors import DataError
+from suite.hub_probe import offline_datasets
 
 TEXT_COLUMNS = ("text", "sentence", "review", "content", "document", "tweet", "utterance", "question")
 IMAGE_COLUMNS = ("image", "img", "picture", "pixel_values")
@@ -234,8 +235,15 @@ def _hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:
         return _loading(name, config, lambda: datasets.load_dataset(str(path), split=config.split), local=True)
     if _looks_like_a_path(name):
         raise DataError(f"dataset path {name!r} does not exist")
-    return _loading(name, config, lambda: datasets.load_dataset(name, config.config, split=config.split,
-                                                                revision=config.revision), local=False)
+    with offline_datasets(datasets) as offline:
+        try:
+            return _loading(name, config, lambda: datasets.load_dataset(name, config.config, split=config.split,
+                                                                        revision=config.revision), local=False)
+        except DataError as error:
+            if offline is None or "OfflineModeIsEnabled" not in str(error):
+                raise
+            raise DataError(f"cannot load dataset {name!r} (split {config.split!r}): {offline}, and it is not in "
+                            "the local datasets cache") from None
 
 
 def _loading(name: str, config: DatasetConfig, load: Any, local: bool):

@@ -43,7 +43,7 @@ def in_memory_eval_set(inputs: Sequence[str] | torch.Tensor, labels: Sequence[in
         n: Evaluate a seeded subsample of n examples (ids stay the row positions).
         seed: Seed of that subsample.
     """
-    labels = [int(label) for label in (labels.tolist() if isinstance(labels, torch.Tensor) else labels)]
+    labels = [_label(label) for label in (labels.tolist() if isinstance(labels, torch.Tensor) else labels)]
     if model.modality == "text":
         if isinstance(inputs, (str, torch.Tensor)) or not all(isinstance(text, str) for text in inputs):
             raise DataError(f"{model.name!r} is a text model: pass its inputs as a list of strings")
@@ -64,3 +64,11 @@ def in_memory_eval_set(inputs: Sequence[str] | torch.Tensor, labels: Sequence[in
     check_labels(examples, model, "in-memory data")
     return EvalSet(spec="memory", split=split, modality=model.modality, examples=examples, size=len(labels),
                    label_names=list(model.labels), fingerprint=fingerprint(inputs, labels))
+
+
+def _label(value: object) -> int:
+    """A class index: a whole number (``int(0.5)`` was 0: a fractional label silently became
+    another class, where a file's is refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise DataError(f"label {value!r} is not a class index (a whole number)")
+    return int(value)

@@ -87,6 +87,8 @@ def evaluate(
         SuiteError: A subclass (``ConfigError``, ``DataError``, ``UnknownNameError``,
             ``ResourceMissingError``) with the same one-line message as the CLI.
     """
+    check_arguments(attacks=attacks, eps=eps, n=n, options=options, output=output, adversary=adversary, split=split)
+    attacks, adversary = _one_or_many(attacks), _one_or_many(adversary)
     options = options or RunOptions()
     if output is not None:
         options = replace(options, output=Path(output))
@@ -215,3 +217,35 @@ def _adversary(adversary: Sequence[str] | Mapping[str, Any] | AdversaryConfig | 
     if adversary is None or isinstance(adversary, (AdversaryConfig, Mapping)):
         return adversary
     return {"kinds": list(adversary)}
+
+
+def check_arguments(**given: Any) -> None:
+    """Refuse, in one line, a keyword of the Python API of the wrong kind: it failed deep inside
+    (a TypeError, numpy's error), or meant something else silently (``n=-1`` evaluated all but
+    one example, ``attacks="pgd_linf"`` the attacks ``p``, ``g``, ``d``..., ``eps=True`` ε = 1)."""
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name in ("n", "limit") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{name} must be a whole number >= 1 (None: every example), not {value!r}")
+        if name == "eps" and not (number(value) or (isinstance(value, Sequence) and not isinstance(value, str)
+                                                    and value and all(number(item) for item in value))):
+            raise ConfigError(f"eps must be a number or a non-empty list of numbers, not {value!r}")
+        if name == "attacks" and not (isinstance(value, str) or (
+                isinstance(value, Iterable) and not isinstance(value, Mapping)
+                and all(isinstance(item, (str, Mapping)) for item in value))):
+            raise ConfigError(f"attacks must be attack names or {{'name': ...}} mappings, not {value!r}")
+        if name == "options" and not isinstance(value, RunOptions):
+            raise ConfigError(f"options must be a suite.RunOptions, not {type(value).__name__}")
+        if name == "output" and (not isinstance(value, (str, Path)) or not str(value)):
+            raise ConfigError(f"output must be a directory path (None: in memory), not {value!r}")
+        if name == "split" and (not isinstance(value, str) or not value):
+            raise ConfigError(f"split must be a split's name, not {value!r}")
+
+
+def _one_or_many(value: Any) -> Any:
+    """A single name as a list of one (``attacks="pgd_linf"``, ``adversary="cal"``)."""
+    return [value] if isinstance(value, str) else value

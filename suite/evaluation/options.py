@@ -46,6 +46,17 @@ class RunOptions:
     deterministic: bool = False
     channels_last: bool = False
 
+    def __post_init__(self) -> None:
+        from suite.errors import ConfigError
+
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed must be a whole number >= 0, not {self.seed!r}")
+        size = self.batch_size
+        if size != "auto" and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ConfigError(f"batch_size must be a whole number >= 1 or 'auto', not {size!r}")
+        if self.output is not None and (not isinstance(self.output, (str, Path)) or not str(self.output)):
+            raise ConfigError(f"output must be a directory path (None: in memory), not {self.output!r}")
+
     def directory_for(self, task_name: str) -> Path | None:
         """Where a task writes (``None``: in memory)."""
         if self.output is None:

@@ -91,6 +91,7 @@ def resolve_radius(task: TaskConfig, model: Classifier, defaults: tuple[str, ...
     if not requested:
         open_ = [i for i in open_ if not _distributional(configs[i])]
     if not open_:
+        _check_labels(configs)
         return task.model_copy(update={"attacks": tuple(configs), "eps": (), "norm": None}), None
     declared = model.info.threat_model
     if requested:
@@ -107,8 +108,29 @@ def resolve_radius(task: TaskConfig, model: Classifier, defaults: tuple[str, ...
     else:
         radii, source = [], "attack defaults"
     configs, threats = _expand(configs, open_, radii)
+    _check_labels(configs)
     resolved = task.model_copy(update={"attacks": tuple(configs), "eps": (), "norm": None})
     return resolved, Radius(source, threats, _detail(source, threats, model, declared))
+
+
+def _check_labels(configs: list[AttackConfig]) -> None:
+    """Refuse radii that the names of results cannot tell apart (``eps`` to 6 significant digits,
+    as ``-eps<ε>`` and threat labels print it): two attacks of one key would keep one's records
+    under the other's name, and two threats of one label would share one worst case."""
+    keys: dict[str, AttackConfig] = {}
+    threats: dict[str, Threat] = {}
+    for config in configs:
+        if keys.setdefault(config.key, config) != config:
+            raise ConfigError(f"two attacks are named {config.key!r} ({keys[config.key].params.get('eps')!r} and "
+                              f"{config.params.get('eps')!r}): radii that agree to 6 significant digits share a name; "
+                              "give radii that differ within their first 6 digits")
+        if not takes_radius(config):
+            continue
+        threat = _threat(config)
+        if threats.setdefault(threat.label, threat) != threat:
+            raise ConfigError(f"two threats are labelled {threat.label!r} ({threats[threat.label].eps!r} and "
+                              f"{threat.eps!r}): radii that agree to 6 significant digits would share one worst "
+                              "case; give radii that differ within their first 6 digits")
 
 
 def _with_norm(configs: list[AttackConfig], norm: str) -> list[AttackConfig]:

@@ -68,6 +68,9 @@ def run_recipe(
         SuiteError: A subclass with the same one-line message as the CLI (an unknown recipe
             name, a bad field, an output directory in use...).
     """
+    from suite.evaluation.api import check_arguments
+
+    check_arguments(limit=limit, output=output)  # limit=-1 had run 358 examples where the task said 10
     loaded = as_recipe(recipe)
     tasks = loaded.expanded_tasks()
     if limit is not None:

@@ -282,20 +282,21 @@ def _load(directory: Path, files: list[Path], header: dict[str, str]) -> dict[tu
 def _read(path: Path, header: dict[str, str]) -> list[dict[str, Any]]:
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
-    records = []
+    records, first = [], None
     for number, line in enumerate(data[:end].splitlines(), start=1):
         if line.strip():
+            first = number if first is None else first  # the header is the first line that is not blank
             try:
                 record = json.loads(line)
             except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, a number too long, too deep
                 raise ConfigError(f"{str(path)!r} line {number} is not JSON ({getattr(error, 'msg', error)}); "
                                   "use --overwrite to start over") from error
             names_a_run = isinstance(record, dict) and record.get("kind") == RUN_KIND
-            if number == 1 and record == header:
+            if number == first and record == header:
                 continue
-            if number == 1 or names_a_run:
+            if number == first or names_a_run:
                 whose = ("the records of another run (its first line names a run other than run.json's)"
-                         if number == 1 and names_a_run else
+                         if number == first and names_a_run else
                          "records of no named run (its first line does not name their run: written before record "
                          "files did, or edited)")
                 raise ConfigError(f"{str(path)!r} holds {whose}; they are not resumed: use --overwrite to start "

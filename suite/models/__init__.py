@@ -21,6 +21,13 @@ def load_model(config: ModelConfig | str) -> Classifier:
     scheme, _, name = config.spec.partition(":")  # ModelConfig has checked the scheme is there
     with quick_start():
         classifier = MODEL_SCHEMES.get(scheme)(name, config)
+    if scheme in ("builtin", "timm") and config.revision not in (None, classifier.info.revision):
+        from suite.errors import ConfigError
+
+        # These loaders take no revision: it was ignored, and the results named the model's own.
+        raise ConfigError(f"revision {config.revision!r} does not apply to {config.spec!r}, which is at "
+                          f"{classifier.info.revision!r} (a built-in's training recipe version; a timm model's "
+                          "checkpoint or directory): it would be ignored: drop --revision")
     if config.temperature != 1.0:
         from suite.models.temperature import TemperatureScaled
 

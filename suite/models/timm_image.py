@@ -195,8 +195,11 @@ def load_timm(name: str, config: ModelConfig) -> TimmImageClassifier:
     """Build a timm classifier from a model name (optionally with a checkpoint) or a local dir."""
     resolve_device(config.device)  # a bad device fails before any weights are read
     directory = local_dir("timm", name)
+    if directory is None and config.checkpoint is None and config.revision is not None:  # before any download
+        raise ConfigError(f"revision {config.revision!r} does not apply to 'timm:{name}': timm loads a model name's "
+                          "weights at their own revision, and it would be ignored: drop --revision")
     if directory is not None:
-        return _load_timm_dir(directory, config)
+        return _load_timm_dir(directory, config, name)
     return _load_timm_name(name, config)
 
 
@@ -245,7 +248,10 @@ def _dir_weights(directory: Path, config: ModelConfig) -> Path:
     return path
 
 
-def _load_timm_dir(directory: Path, config: ModelConfig) -> TimmImageClassifier:
+def _load_timm_dir(directory: Path, config: ModelConfig, name: str) -> TimmImageClassifier:
+    """``name`` (as given: ``./m/``) is the spec the run records; a ``Path`` drops ``./`` and a
+    trailing slash, and the results' spec then disagreed with ``run.json``'s, so that ``leaderboard
+    add`` and ``export`` refused a genuine run as changed."""
     meta = read_dir_config(directory)
     if config.num_classes is not None and meta.num_classes not in (None, config.num_classes):
         raise ConfigError(f"--num-classes {config.num_classes} disagrees with num_classes {meta.num_classes} in "
@@ -264,7 +270,7 @@ def _load_timm_dir(directory: Path, config: ModelConfig) -> TimmImageClassifier:
         raise ConfigError(f"{str(directory / 'config.json')!r}: label_names has {len(meta.label_names)} names for "
                           f"{model.num_classes} classes")
     info = ModelInfo(
-        spec=f"timm:{directory}", revision=local_revision(weights if config.checkpoint else directory),
+        spec=f"timm:{name}", revision=local_revision(weights if config.checkpoint else directory),
         extra={"architecture": meta.architecture} | ({"model_args": meta.model_args} if meta.model_args else {}),
     )
     channels = meta.channels

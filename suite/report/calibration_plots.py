@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from suite.report.figures import save_figure
+from suite.report.figures import save_figure, tight_layout
 
 RELIABILITY_PNG = "reliability.png"
 OPT_SEARCH_PNG = "opt_search.png"
@@ -84,7 +84,7 @@ def _robustness_curve(results: dict[str, Any], curves: dict[str, dict[str, list]
         axis.set(xlabel=f"ε ({norm})", ylabel="robust accuracy (%)", ylim=(0, 100),
                  title=f"{results['model']['name']} on {results['dataset']['spec']} (n={results['dataset']['n']})")
         axis.legend(fontsize=8)
-    figure.tight_layout()
+    tight_layout(figure)
     save_figure(figure, path, dpi=100)
 
 
@@ -104,7 +104,7 @@ def _reliability(results: dict[str, Any], path: Path) -> None:
     axis.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence", ylabel="accuracy",
              title=f"{results['model']['name']}\nECE {calibration['ece']:.3f}  MCE {calibration['mce']:.3f}")
     axis.legend(loc="upper left")
-    figure.tight_layout()
+    tight_layout(figure)
     save_figure(figure, path, dpi=100)
 
 
@@ -124,5 +124,5 @@ def _opt_search(results: dict[str, Any], searches: dict[str, Any], path: Path) -
     axis.set(xlabel="adversary temperature T", ylabel="adversarial accuracy Q(T)",
              title=f"opt search: {results['model']['name']}")
     axis.legend()
-    figure.tight_layout()
+    tight_layout(figure)
     save_figure(figure, path, dpi=100)

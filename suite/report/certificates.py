@@ -11,7 +11,7 @@ from typing import Any
 
 import suite.strict_json as strict_json
 from suite.paths import atomic_write_text, temporary_path
-from suite.report.figures import save_figure
+from suite.report.figures import save_figure, tight_layout
 from suite.report.table import format_rows
 
 
@@ -71,7 +71,7 @@ def write_certificate(report: Mapping[str, Any], directory: Path) -> tuple[Path,
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=7)
     axis.set_title(f"{report['model']}: WDRO certificate", fontsize=10)
-    figure.tight_layout()
+    tight_layout(figure)
     # Both files change together or neither does: the plot is written whole under a temporary
     # name first, then the certificate, then the plot renamed into place (a rename needs no
     # space). A write refused between them left the new certificate beside the old one's plot.

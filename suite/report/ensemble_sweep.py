@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from suite.report.figures import save_figure
+from suite.report.figures import save_figure, tight_layout
 from suite.report.results import Results
 from suite.report.study import write_csv
 
@@ -87,6 +87,6 @@ def write_alpha_sweep(rows: Sequence[dict[str, object]], directory: Path, title:
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize=7)
     axis.set_title(title, fontsize=10)
-    figure.tight_layout()
+    tight_layout(figure)
     png_path = save_figure(figure, directory / "alpha_sweep.png")
     return csv_path, png_path

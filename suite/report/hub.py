@@ -45,6 +45,9 @@ from suite.report.results import Results
 from suite.text import printable
 
 CARD = "README.md"
+#: The warning an export adds to results that were not beside their run's records and identity.
+UNVERIFIED = ("unverified: exported from a results.json without its run's records.jsonl and run.json beside it, so "
+              "its numbers were checked only against each other, not against the run's per-example records")
 EVAL_DIR = ".eval_results"
 TASKS = {"image": "image-classification", "text": "text-classification"}
 #: A dataset spec ``hf:<name>`` names a Hub dataset unless it names a local file or directory.
@@ -93,9 +96,11 @@ def read_run(path: Path) -> list[Results]:
     from suite.report.compare import check_reproduced
 
     results = [read_results(file) for file in files]
-    for file, result in zip(files, results):  # never publish numbers the run's records do not give
-        check_reproduced(file, result)
+    for at, (file, result) in enumerate(zip(files, results)):  # never publish numbers the run's records do not give
+        verified = check_reproduced(file, result)
         _check_sizes(file, result)
+        if not verified:  # shared alone: checked against itself only, and the card says so
+            results[at] = result.model_copy(update={"warnings": [*result.warnings, UNVERIFIED]})
     models = sorted({result.model.name for result in results})
     if len(models) > 1:
         raise ConfigError(f"{str(path)!r} holds results of {len(models)} models ({', '.join(models)}); a model card "
@@ -106,6 +111,8 @@ def read_run(path: Path) -> list[Results]:
 def scores(results: Results) -> list[Score]:
     """Clean accuracy, each attack, the worst case per threat model, each distributional attack."""
     common: dict[str, Any] = {"advsuite": results.suite_version, "model": results.model.name,
+                              **({"weights": results.model.weights} if results.model.weights else {}),
+                              **({"revision": results.model.revision} if results.model.revision else {}),
                               "n": results.dataset.n, "seed": results.seed, "recipe": results.config_hash,
                               **({"dataset_fingerprint": fingerprint}
                                  if (fingerprint := results.dataset.fingerprint) is not None else {}),
@@ -182,7 +189,8 @@ def model_card(runs: list[Results], existing: str | None, source: str = CARD, re
     return card_text(card)
 
 
-def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]) -> dict[str, str]:
+def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]],
+                       replace: bool = False) -> dict[str, str]:
     """``.eval_results/*.yaml`` path → text for the runs on Hub datasets, merged into ``existing``
     (path → its current text and where that is from)."""
     files: dict[str, list[dict[str, Any]]] = {}
@@ -196,7 +204,7 @@ def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]
     for path, entries in files.items():
         text, source = existing.get(path, ("", path))
         old = _read_entries(source, text)
-        texts[path] = dump_yaml(merge_entries(old, entries))
+        texts[path] = dump_yaml(merge_entries(old, entries, runs[0].model.weights, replace, source))
     return texts
 
 
@@ -241,7 +249,7 @@ def export(run_dir: Path, to: Path, push: str | None = None, create_pr: bool = F
         existing = {**hub, **{name: (text, repr(str(to / name))) for name in names
                               if (text := _read_local(to / name)) is not None}}
         card = model_card(runs, *existing[CARD], replace) if CARD in existing else model_card(runs, None)
-        return {CARD: card, **eval_results_files(runs, existing)}
+        return {CARD: card, **eval_results_files(runs, existing, replace)}
 
     merged()
     skipped = [f"{run.dataset.spec} is not a Hub dataset: no {EVAL_DIR} entries (the format takes Hub dataset ids only)"
@@ -320,6 +328,7 @@ def _entries(run: Results, hub_id: str) -> list[dict[str, Any]]:
                   f"{100 * run.illusion.max_drop:.1f} pp")
     if run.warnings:
         about += f"; {len(run.warnings)} warning(s), listed in the model card"
+    weights = f"; weights {run.model.weights}" if run.model.weights else ""  # last: hub_merge.NOTES_WEIGHTS
     found = []
     for score in scores(run):
         ci = score.args.get("ci95")
@@ -327,7 +336,7 @@ def _entries(run: Results, hub_id: str) -> list[dict[str, Any]]:
         interval = "" if ci is None else f", 95% CI [{ci[0]:.4g}, {ci[1]:.4g}]"
         found.append({"dataset_id": hub_id, "task_id": f"{prefix}/{score.path}", "value": score.value,
                       "dataset_revision": revision, "date": run.created,
-                      "notes": f"{score.name}; {access}{sample}{interval}{about}"})
+                      "notes": f"{score.name}; {access}{sample}{interval}{about}{weights}"})
     try:  # huggingface_hub >= 1.4 knows the format: let it serialise
         from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
     except ImportError:  # the spec's keys, in its order (and eval_result_entries_to_yaml's)
@@ -356,6 +365,8 @@ def _read_entries(source: str, text: str) -> list[dict[str, Any]]:
 def _read_local(path: Path) -> str | None:
     if not path.exists():
         return None
+    if not path.is_file():  # a named pipe: reading it waited forever
+        raise ConfigError(f"{str(path)!r} is not a regular file: name the directory of a card to write")
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:

@@ -8,10 +8,22 @@ itself: re-exported without PGD, its worst case rose to FGM's 62.5 % while the o
 dataset or recipe) is refused unless ``replace``, as the leaderboard refuses it. Results
 advsuite did not write (no ``advsuite`` in their ``args``; another ``task_id``) are never
 touched.
+
+A card describes one model, and one set of its weights:
+
+- advsuite results of another model (``args.model``) in the card are refused, always: merged,
+  the Hub would show the second model's numbers under the first one's name;
+- advsuite results of other weights of the model (``args.weights``, the content hash the run
+  recorded; a model retrained in place or a Hub repo at a new commit) are refused unless
+  ``replace``, and with it *every* one of them is removed, not only the groups the export
+  writes: a card holding the new weights' clean accuracy beside the old weights' robust accuracy
+  at another ε contradicts itself (robust above clean, measured). ``.eval_results`` entries name
+  their weights in their ``notes`` and follow the same rule.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -23,7 +35,10 @@ METRICS = ("accuracy", "robust_accuracy", "worst_case_robust_accuracy", "distrib
 #: A result's threat, from its ``args`` (the typed threat; none for clean accuracy).
 THREAT = ("norm", "eps", "level", "p", "kappa")
 #: What makes an evaluation, from a result's ``args`` (older exports lack some: not compared).
-EVALUATION = ("n", "seed", "dataset_fingerprint", "recipe")
+EVALUATION = ("n", "seed", "dataset_fingerprint", "weights", "recipe")
+#: How an ``.eval_results`` entry's ``notes`` name the weights (:func:`suite.report.hub._entries`).
+#: Last, so that no name before it can forge it.
+NOTES_WEIGHTS = re.compile(r"; weights (sha256-[0-9a-f]+)$")
 
 
 def _args(result: Any) -> dict[str, Any]:
@@ -43,7 +58,7 @@ def card_group(result: Any) -> tuple | None:
 def _evaluation(result: Any) -> dict[str, Any]:
     args = _args(result)
     # Clean accuracy is shared by a recipe's tasks on one dataset, each with its own recipe hash.
-    names = EVALUATION if any(args.get(name) is not None for name in THREAT) else EVALUATION[:3]
+    names = EVALUATION if any(args.get(name) is not None for name in THREAT) else EVALUATION[:-1]
     return {name: args[name] for name in names if name in args}
 
 
@@ -60,6 +75,7 @@ def merge_card(old: list[Any], new: list[Any], replace: bool, source: str) -> li
         if groups.setdefault(group, evaluation) != evaluation:  # a seed sweep's replicates, say
             raise ConfigError(f"two of the results give {_group_label(group)} ({_differ(groups[group], evaluation)}), "
                               "and a card holds one: export one of them")
+    old = _one_model(old, new, replace, source)
     for result in old:
         group = card_group(result)
         if group in groups and not replace:
@@ -70,6 +86,39 @@ def merge_card(old: list[Any], new: list[Any], replace: bool, source: str) -> li
                                   "pass --replace to replace it, or export to another --to")
     fresh = list({_key(result): result for result in new}.values())
     return _replace_groups(old, fresh, lambda result: card_group(result) in groups)
+
+
+def _one_model(old: list[Any], new: list[Any], replace: bool, source: str) -> list[Any]:
+    """``old`` without the advsuite results of other weights of ``new``'s model (``replace``);
+    refuses another model's, and other weights' without ``replace`` (module notes)."""
+    models = {str(_args(result).get("model")) for result in new}
+    weights = {_args(result).get("weights") for result in new} - {None}
+    for result in old:
+        args = _args(result)
+        if "advsuite" in args and models and str(args.get("model")) not in models:
+            raise ConfigError(printable(f"{source} holds advsuite results of the model {str(args.get('model'))!r}, and "
+                                        f"these are of {sorted(models)[0]!r}: a card describes one model, and merged "
+                                        "the Hub would show one's numbers under the other's name; export to another "
+                                        "--to"))
+    stale = [result for result in old if "advsuite" in _args(result) and len(weights) == 1
+             and _args(result).get("weights") not in (None, *weights)]
+    if stale and not replace:
+        raise ConfigError(printable(f"{source} holds advsuite results of other weights of this model "
+                                    f"({_args(stale[0]).get('weights')} there, {next(iter(weights))} here: retrained, "
+                                    "or another revision); they are never mixed silently: pass --replace to remove "
+                                    "every result of the other weights, or export to another --to"))
+    return [result for result in old if not any(result is gone for gone in stale)]
+
+
+def stale_entries(old: list[dict[str, Any]], weights: str | None) -> list[dict[str, Any]]:
+    """The advsuite ``.eval_results`` entries of ``old`` whose notes name weights other than ``weights``."""
+    found = []
+    for entry in old:
+        notes = entry.get("notes") if isinstance(entry, dict) else None
+        named = NOTES_WEIGHTS.search(notes) if isinstance(notes, str) else None
+        if weights is not None and entry_group(entry) is not None and named and named.group(1) != weights:
+            found.append(entry)
+    return found
 
 
 def entry_group(entry: dict[str, Any]) -> tuple | None:
@@ -86,9 +135,19 @@ def entry_group(entry: dict[str, Any]) -> tuple | None:
     return (dataset.get("id"), "/".join(parts[:at]), parts[at + 1] if len(parts) > at + 1 else None)
 
 
-def merge_entries(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def merge_entries(old: list[dict[str, Any]], new: list[dict[str, Any]], weights: str | None = None,
+                  replace: bool = False, source: str = "") -> list[dict[str, Any]]:
     """``old`` ``.eval_results`` entries with the groups ``new`` covers replaced by ``new``'s (the
-    card, written by the same export, refused another evaluation's groups already)."""
+    card, written by the same export, refused another evaluation's groups already), and those of
+    other weights than ``weights`` removed (``replace``) or refused (module notes)."""
+    stale = stale_entries(old, weights)
+    if stale and not replace:
+        named = NOTES_WEIGHTS.search(stale[0]["notes"])
+        raise ConfigError(printable(f"{source} holds advsuite results of other weights of this model "
+                                    f"({named.group(1) if named else '?'} there, {weights} here); they are never mixed "
+                                    "silently: pass --replace to remove every result of the other weights, or export "
+                                    "to another --to"))
+    old = [entry for entry in old if not any(entry is gone for gone in stale)]
     groups = {entry_group(entry) for entry in new}
     return _replace_groups(old, new, lambda entry: entry_group(entry) in groups)
 

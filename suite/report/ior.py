@@ -218,7 +218,7 @@ def plot_confidence_sweep(points: list[dict[str, Any]], path: Path, title: str) 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from suite.report.figures import save_figure
+    from suite.report.figures import save_figure, tight_layout
 
     figure, axis = plt.subplots(figsize=(6.5, 4.2))
     series: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -237,7 +237,7 @@ def plot_confidence_sweep(points: list[dict[str, Any]], path: Path, title: str) 
     axis.set_title(title)
     axis.grid(alpha=0.3)
     axis.legend(fontsize="small")
-    figure.tight_layout()
+    tight_layout(figure)
     save_figure(figure, path, dpi=110)
     return path
 

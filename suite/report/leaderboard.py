@@ -173,10 +173,19 @@ def load(path: Path) -> Leaderboard:
                           f"{', '.join(map(str, READABLE_VERSIONS))} (a newer file needs a newer advsuite); "
                           "it was left untouched")
     try:
-        return Leaderboard.model_validate(upgrade(data))
+        board = Leaderboard.model_validate(upgrade(data))
     except ValidationError as error:
         raise ConfigError(f"{str(path)!r} does not match leaderboard/schema.json: {describe_validation(error)}; "
                           "it was left untouched") from error
+    seen: set[tuple[str, str, float | None, str, str]] = set()
+    for entry in board.entries:  # merge keeps one entry a slot: the next add would drop the other without a word
+        if entry.slot() in seen:
+            raise ConfigError(printable(f"{str(path)!r} holds two entries for {entry.model!r} (revision "
+                                        f"{entry.revision!r}) on {entry.task!r} under {entry.threat_label()!r}; it "
+                                        "holds one entry a slot (edited or joined by hand?): remove one; it was left "
+                                        "untouched"))
+        seen.add(entry.slot())
+    return board
 
 
 def merge(board: Leaderboard, new: Iterable[Entry], replace: bool = False,

@@ -56,16 +56,19 @@ def read_records(path: Path, run: Results) -> RunRecords | str:
     attacks: dict[str, dict[str, float]] = {}
     whose = _run_digest(file.parent / "run.json")
     try:
-        lines = file.read_text(encoding="utf-8").splitlines()
-        for line in lines:
-            if not line.strip():
-                continue
+        lines = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        for number, line in enumerate(lines):
             record = json.loads(line)
             kind, example = record.get("kind"), record.get("id")
             if kind == RUN_KIND:  # whose records follow: the run of the run.json beside them, where there is one
+                if number > 0:
+                    return f"its {RECORDS_FILE} names a run after its first line (files joined or edited)"
                 if whose is not None and record.get("run") != whose:
                     return f"its {RECORDS_FILE} holds another run's records than its run.json describes"
                 continue
+            if number == 0 and whose is not None:  # a resume refuses such a file too (records.py)
+                return (f"its {RECORDS_FILE} does not name its run on its first line (written before record files did, "
+                        "or edited)")
             if kind in ("clean", "attack") and record_problem(record) is not None:  # what a resume refuses too
                 raise ValueError(record)
             if kind == "clean":

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.paths import atomic_write_text
-from suite.report.figures import save_figure
+from suite.report.figures import save_figure, tight_layout
 from suite.report.results import Results
 
 
@@ -150,6 +150,6 @@ def write_study(rows: Sequence[dict[str, object]], directory: Path, title: str) 
     handles, labels = axes[0][0].get_legend_handles_labels()
     figure.legend(handles, labels, fontsize=7, loc="upper right")
     figure.suptitle(title, fontsize=10)
-    figure.tight_layout(rect=(0, 0, 0.88 if len(configs) > 1 else 0.8, 0.95))
+    tight_layout(figure, rect=(0, 0, 0.88 if len(configs) > 1 else 0.8, 0.95))
     png_path = save_figure(figure, directory / "study.png")
     return csv_path, png_path

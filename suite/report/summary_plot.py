@@ -77,7 +77,7 @@ def write_summary_plot(results: dict[str, Any], directory: Path) -> str:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from suite.report.figures import save_figure
+    from suite.report.figures import save_figure, tight_layout
 
     bars = summary_bars(results)
     height = 1.8 + 0.32 * len(bars)
@@ -91,7 +91,7 @@ def write_summary_plot(results: dict[str, Any], directory: Path) -> str:
     kinds = [kind for kind in _STYLES if any(bar.kind == kind for bar in bars)]
     handles = [Patch(**_STYLES[kind][0], label=_STYLES[kind][1]) for kind in kinds]
     figure.legend(handles=handles, fontsize=7, loc="lower center", ncol=2, frameon=False)
-    figure.tight_layout(rect=(0, 0.45 / height, 1, 1))  # room for the legend's two rows below
+    tight_layout(figure, rect=(0, 0.45 / height, 1, 1))  # room for the legend's two rows below
     save_figure(figure, Path(directory) / SUMMARY_PNG, dpi=100)
     return SUMMARY_PNG
 

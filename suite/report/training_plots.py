@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from suite.report.figures import save_figure
+from suite.report.figures import save_figure, tight_layout
 
 
 def learning_curves(log: Sequence[dict[str, Any]], path: Path, title: str, steps: int = 10,
@@ -37,7 +37,7 @@ def learning_curves(log: Sequence[dict[str, Any]], path: Path, title: str, steps
     bottom.set_ylabel("training loss")
     bottom.set_xlabel("epoch")
     bottom.grid(alpha=0.3)
-    figure.tight_layout()
+    tight_layout(figure)
     _save(figure, path)
 
 
@@ -59,7 +59,7 @@ def robust_curves(logs: Mapping[str, Sequence[dict[str, Any]]], path: Path, titl
     axis.set_title(title)
     axis.legend(fontsize="small")
     axis.grid(alpha=0.3)
-    figure.tight_layout()
+    tight_layout(figure)
     _save(figure, path)
 
 

@@ -64,6 +64,42 @@ def check_consistent(path: Path, run: Results) -> None:
                                "its task's configuration gives")
     if run.illusion is not None:
         _check_illusion(path, run)
+    _check_bounds(path, run)
+
+
+def _check_bounds(path: Path, run: Results) -> None:
+    """What every run's numbers satisfy by construction: n within the split, each example's
+    robust correctness at most its clean one (so every robust accuracy and worst case at most the
+    clean accuracy, and a worst case at most each of its attacks), at most n examples attacked,
+    and each interval holding its number."""
+    n, clean = run.dataset.n, run.clean_accuracy
+    if n > run.dataset.size:
+        _changed(path, f"its n = {n} is more than its split's {run.dataset.size} examples")
+    numbers = [("clean accuracy", clean, run.clean_accuracy_ci)]
+    for key, entry in run.attacks.items():
+        name = f"{printable(repr(key))}'s robust accuracy"
+        numbers.append((name, entry.robust_accuracy, entry.robust_accuracy_ci))
+        if entry.robust_accuracy > clean + TOLERANCE:
+            _changed(path, f"{name} {entry.robust_accuracy:g} is above its clean accuracy {clean:g}")
+        if entry.n_attacked > n:
+            _changed(path, f"attack {printable(repr(key))} attacked {entry.n_attacked} examples of its n = {n}")
+    for label, group in run.threat_models.items():
+        worst = group.worst_case_robust_accuracy
+        name = f"the worst case under {printable(repr(label))}"
+        numbers.append((name, worst, group.worst_case_robust_accuracy_ci))
+        above = [(key, run.attacks[key].robust_accuracy) for key in group.attacks if key in run.attacks]
+        if any(worst > value + TOLERANCE for _, value in above) or worst > clean + TOLERANCE:
+            _changed(path, f"{name} {worst:g} is above its clean accuracy {clean:g} or one of its attacks' "
+                           f"({', '.join(f'{printable(key)} {value:g}' for key, value in above)})")
+    if run.worst_case_robust_accuracy is not None:
+        numbers.append(("its worst-case robust accuracy", run.worst_case_robust_accuracy,
+                        run.worst_case_robust_accuracy_ci))
+        if run.worst_case_robust_accuracy > clean + TOLERANCE:
+            _changed(path, f"its worst-case robust accuracy {run.worst_case_robust_accuracy:g} is above its clean "
+                           f"accuracy {clean:g}")
+    for name, value, interval in numbers:
+        if interval is not None and not interval[0] - TOLERANCE <= value <= interval[1] + TOLERANCE:
+            _changed(path, f"{name} {value:g} is outside its 95% interval [{interval[0]:g}, {interval[1]:g}]")
 
 
 def _check_illusion(path: Path, run: Results) -> None:
