@@ -165,3 +165,21 @@ def test_a_device_or_pipe_is_never_replaced_by_a_written_file(two_runs, tmp_path
     assert advsuite("export", two_runs[0], "--to", card) == 2  # read first: it waited for a writer
     assert "README.md' is not a regular file" in one_error_line(capsys)
     assert stat.S_ISFIFO(os.stat(card / "README.md").st_mode)
+
+
+def test_other_weights_never_replace_a_leaderboard_entry_silently(two_runs):
+    """The same slot and evaluation with other weights (a ``timm:<name>`` has no revision, so a
+    Hub model whose weights changed keeps its slot) was the same key, and replaced the entry
+    with "1 replaced". Entries of older files name no weights, and are compared as before."""
+    from suite.errors import ConfigError
+    from suite.report.leaderboard import empty, entries_from_results, merge, read_results
+
+    entries = entries_from_results(read_results(two_runs[0] / "results.json"), verified=True)
+    assert entries[0].weights and entries[0].weights.startswith("sha256-")
+    board, added, _ = merge(empty(), entries)
+    other = [entry.model_copy(update={"weights": "sha256-0123456789abcdef"}) for entry in entries]
+    with pytest.raises(ConfigError, match="already on the leaderboard from other weights of the model"):
+        merge(board, other)
+    assert merge(board, other, replace=True)[0].entries == other
+    older = [entry.model_copy(update={"weights": None}) for entry in entries]
+    assert merge(merge(empty(), older)[0], entries)[1:] == (0, len(entries))  # the same evaluation: replaced

@@ -102,6 +102,7 @@ def entries_from_results(results: Any, source: str = "results", verified: bool |
             model=results.model.name,
             model_spec=results.model.spec,
             revision=results.model.revision,
+            weights=results.model.weights,
             trained_for=None if results.model.threat_model is None else results.model.threat_model.label,
             temperature=results.model.temperature,
             members=None if results.model.members is None else [m.model_dump() for m in results.model.members],
@@ -205,7 +206,8 @@ def merge(board: Leaderboard, new: Iterable[Entry], replace: bool = False,
         old = by_slot.get(entry.slot())
         if old is None:
             added += 1
-        elif (old.key() != entry.key() or (old.verified and not entry.verified)) and not replace:
+        elif (old.key() != entry.key() or _other_weights(old, entry) or (old.verified and not entry.verified)
+              ) and not replace:
             raise ConfigError(_conflict(old, entry, source))
         else:
             replaced += 1
@@ -214,8 +216,18 @@ def merge(board: Leaderboard, new: Iterable[Entry], replace: bool = False,
     return Leaderboard(leaderboard_version=LEADERBOARD_VERSION, entries=ordered), added, replaced
 
 
+def _other_weights(old: Entry, new: Entry) -> bool:
+    """Both entries name the weights they evaluated, and they differ: a model retrained in place,
+    or a Hub model whose weights changed under the same revision (a timm name has none)."""
+    return old.weights is not None and new.weights is not None and old.weights != new.weights
+
+
 def _conflict(old: Entry, new: Entry, source: str) -> str:
     where = f"{source!r}: {new.model!r} (revision {new.revision!r}) on {new.task!r} under {new.threat_label()!r} is "
+    if _other_weights(old, new):
+        return printable(where + f"already on the leaderboard from other weights of the model ({old.weights} there, "
+                         f"{new.weights} here: retrained, or its weights changed). Numbers of other weights never "
+                         "replace an entry silently: pass --replace to replace it")
     if old.key() == new.key():
         return printable(where + "already on the leaderboard from results verified against their run's records, and "
                          "these were added without records.jsonl and run.json beside them. An unverified entry never "

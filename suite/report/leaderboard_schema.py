@@ -94,6 +94,8 @@ class Entry(_Strict):
     recipe_task: Name = Field(description="task name in the recipe (evaluate for one-command runs)")
     members: Annotated[list[Member], Field(max_length=1_000)] | None = Field(
         None, description="a randomized ensemble's members; its accuracies are exact expectations over them")
+    weights: Name | None = Field(
+        None, description="content hash of the weights evaluated (sha256-...); null: not recorded (older results)")
     verified: bool | None = Field(
         None, description="true: the run's records.jsonl and run.json were beside its results and gave every number "
                           "(suite.report.verify); false: the results were added alone, checked only against "
