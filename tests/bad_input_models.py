@@ -40,6 +40,14 @@ def bert(*, safe: bool = True, labels: tuple[str, ...] = ("negative", "positive"
     return setup
 
 
+def remote_code(directory: Path) -> None:
+    """A model whose config asks for code of its own, which would leave a mark if it ran."""
+    (directory / "evil.py").write_text("import pathlib\npathlib.Path(__file__).with_name('RAN').touch()\n"
+                                       "from transformers import BertConfig as Cfg, BertForSequenceClassification as M\n")
+    edit_json(directory / "config.json", model_type="evil-bert",  # no class of transformers' own to fall back on
+              auto_map={"AutoConfig": "evil.Cfg", "AutoModelForSequenceClassification": "evil.M"})
+
+
 def timm_dir(then: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
     """Setup: a tiny timm model directory in ``m/``, then ``then(m)`` to damage it."""
     def setup(work: Path) -> None:
@@ -183,6 +191,8 @@ CASES: list[Case] = [
          checkpoint),
     Case("model-checkpoint-for-hf", hf("--checkpoint", "{tmp}/c.safetensors"), NOT_TIMM, checkpoint),
     Case("model-num-classes-for-hf", hf("--num-classes", "2"), NOT_TIMM),
+    Case("model-hf-remote-code-not-trusted", hf(), "runs code of its own (auto_map), which advsuite does not run "
+         "unless asked: read that code, then pass --trust-remote-code", bert(then=remote_code)),
     Case("model-revision-for-builtin", ("evaluate", "--model", "builtin:digits-cnn", "--revision", "v999", *OUT),
          "revision 'v999' does not apply to 'builtin:digits-cnn', which is at 'v2'"),
     Case("model-revision-for-timm-name", timm("--revision", "zzz", model="timm:test_resnet"),

@@ -108,6 +108,33 @@ def test_baseline_is_reproducible_and_leaves_global_rng_alone(name, digits_model
         assert torch.equal(a.adversarial, b.adversarial)
 
 
+def test_torchattacks_apgd_t_under_l2_gives_each_example_its_own_step_size(digits_model, digits_examples):
+    """torchattacks' APGD-T steps a whole batch with the first example's step size under L2
+    (``step_size[0]``; the official code fixed it in 2021), so each example's search depended on
+    which example came first. ``ta_apgd_t`` (and ``autoattack``) run it one example at a time
+    there: the same outputs in any order and at any batch size. This torchattacks version still
+    has the bug: run batched, some example differs from its run alone."""
+    import torchattacks
+
+    examples = _correct(digits_model, digits_examples, 6)
+    attack = build_attack("ta_apgd_t", {"norm": "l2", "eps": 0.5, "steps": 12, "targets": 2})
+    together = run_judged(attack, digits_model, examples, seed=2)
+    reversed_ = run_judged(attack, digits_model, examples[::-1], seed=2)[::-1]
+    alone = [run_judged(attack, digits_model, [example], seed=2)[0] for example in examples]
+    for a, b, c in zip(together, reversed_, alone):
+        assert torch.equal(a.adversarial, b.adversarial) and torch.equal(a.adversarial, c.adversarial)
+    from suite.attacks.image.query_counting import QueryCountingModule
+
+    x = torch.stack([example.input for example in examples])
+    module = QueryCountingModule(digits_model, x)
+    y = torch.tensor([example.label for example in examples])
+    batched = torchattacks.APGDT(module, norm="L2", eps=0.5, steps=12, n_classes=3, seed=0)(x, y)
+    single = torch.cat([torchattacks.APGDT(module, norm="L2", eps=0.5, steps=12, n_classes=3, seed=0)(x[i:i + 1],
+                                                                                                       y[i:i + 1])
+                        for i in range(len(examples))])
+    assert not torch.equal(batched, single)
+
+
 def test_pgd_beats_fgm_and_zero_eps_does_nothing(digits_model, digits_examples):
     examples = _correct(digits_model, digits_examples, 64)
     fgm = run_judged(build_attack("fgm_linf", {"eps": 0.02}), digits_model, examples, seed=0)

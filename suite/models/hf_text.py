@@ -259,6 +259,9 @@ def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bo
         text = first_line(error)
         if not config.allow_pickle and "safetensors" in text:
             raise PickleRefused(f"hf model {name!r} has no safetensors weights", ALLOW_PICKLE) from error
+        if not config.trust_remote_code and "trust_remote_code" in str(error):  # its first line names no flag
+            raise ConfigError(f"hf model {name!r} runs code of its own (auto_map), which advsuite does not run "
+                              "unless asked: read that code, then pass --trust-remote-code") from error
         raise ConfigError(f"cannot load hf model {name!r}: {text}") from error
     return model_config, model, tokenizer
 

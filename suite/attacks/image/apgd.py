@@ -27,8 +27,12 @@ How this reads the paper, and where it departs from it or from the official code
    compares f(x⁽¹⁾) with a zero-initialised slot instead of f(x⁽⁰⁾); here it is f(x⁽⁰⁾).
 3. Condition 2 at the first checkpoint compares with f_max⁽⁰⁾ = f(x⁽⁰⁾) (η cannot have changed yet);
    the official code never applies Condition 2 at the first checkpoint.
-4. Checkpoints follow the paper's p_j exactly (in hundredths, so 0.22·100 is 22, not 23); the
-   official code's integer recurrence agrees with it at 100 iterations and differs below ~17.
+4. Checkpoints follow the paper's p_j exactly (in hundredths, so 0.22·100 is 22, not 23). The
+   official code's integer recurrence agrees with them only at 100, 200 and 300 iterations
+   (recomputed for every N ≤ 300): at the default 100 both are 22, 41, 57, 70, 80, 87, 93, 99;
+   at 50 the official checkpoints are 11, 21, 30, 38, 45 and these 11, 21, 29, 35, 40, 44, 47;
+   at 30 (``auto``'s targeted searches) official 6, 11, 15, 18, 20 and then every step, these
+   7, 13, 18, 21, 24, 27, 28. A side-by-side run at other than 100 steps follows two schedules.
 5. Random starts are uniform in the ε-ball ∩ [0, 1]^d from each example's own generator (the
    official code draws one point on the L2 sphere, or a rescaled cube point under L∞).
 6. As everywhere in the suite, an example stops at its first misclassified iterate, and targets

@@ -14,8 +14,9 @@ Adversarial Attacks", 2020); this module adapts our :class:`~suite.models.base.C
 - AutoAttack "standard": APGD-CE, then APGD-T, FAB-T and Square, each run only on the examples
   every previous component failed to break; an example is broken if any component broke it.
 
-Where torchattacks 3.5.1 differs from the official AutoAttack (github.com/fra31/auto-attack),
-checked against both sources:
+Where torchattacks 3.5.1 differs from the official AutoAttack (github.com/fra31/auto-attack, read
+at a392200, 2023), checked against both sources (6–8 are fixes the official code made in 2021
+that torchattacks' copies, of 2020, lack):
 
 1. ``torchattacks.AutoAttack`` builds APGD, APGD-T and FAB without ``steps``, so they run 10
    iterations; the official standard version runs 100. Our ``autoattack`` builds the ensemble
@@ -32,6 +33,19 @@ checked against both sources:
    across batch sizes.
 5. The official version runs its ``checks.py`` first; our evaluation runs its own checks
    (:mod:`suite.evaluation.checks`).
+6. APGD-T under L2 steps every example with the first example's step size (``step_size[0]``;
+   official 27d453e takes each example's own). We run ``ta_apgd_t`` (and so ``autoattack``'s
+   APGD-T) one example at a time under L2, which gives each its own schedule; L∞ is unaffected.
+7. Square under L2 scales each new square by the norm of the window over all channels; the
+   official code (e79935c) takes the norm per channel. Not corrected: it matters only for
+   images of several channels, and its direction is unknown.
+8. Square never caps the square's side at the image's smaller side (official 8c86d6f), so on
+   non-square images its first squares can fall partly outside (a strip at the edge): slightly
+   weaker there. Not corrected. (Images under 5×5 are padded, as below.)
+9. The verdict is on x + Π(adv − x), the returned point projected exactly onto the ε-ball and
+   the box (the official code judges the attack's own point): they can differ in the last bits,
+   which could undo a break that sits on the boundary; the number reported is then the one of a
+   point that is surely inside the threat model.
 
 Queries: torchattacks does not count them. Every row the wrapped model sees is attributed to the
 clean input nearest to it in L∞ (exact unless two inputs lie within 2ε of each other), so
@@ -218,6 +232,20 @@ class TorchattacksAPGDT(_TargetedBaseline):
 
     def _check_classes(self, num_classes: int) -> None:
         _need_four_classes(self.name, num_classes)
+
+    def _attack(self, model: Classifier, examples: Sequence[Example], seed: int,
+                desc: str | None = None) -> tuple[list[AttackOutput], torch.Tensor]:
+        """Under L2, one example at a time: torchattacks' APGD-T steps every example of a batch
+        with the first one's step size (``step_size[0]``, a bug the official code fixed in
+        27d453e, 2021), so the first example's schedule decided every other's halvings. Alone,
+        each example has its own, as in the official code (and its draws no longer depend on the
+        batch). It costs batch-1 passes; L∞ is unaffected and runs batched."""
+        if self.norm != "l2" or len(examples) <= 1:
+            return super()._attack(model, examples, seed, desc)
+        import torch
+
+        found = [super(TorchattacksAPGDT, self)._attack(model, [example], seed, desc) for example in examples]
+        return [outputs[0] for outputs, _ in found], torch.cat([predictions for _, predictions in found])
 
     def _build(self, torchattacks, module, num_classes, seed):
         return torchattacks.APGDT(
