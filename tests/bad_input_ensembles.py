@@ -36,6 +36,8 @@ CASES: list[Case] = [
     Case("ensemble-probability-negative", evaluate("ensemble:1.5*builtin:digits-cnn,-0.5*builtin:digits-cnn"),
          "probability: Input should be greater than or equal to 0"),
     Case("ensemble-probability-nan", evaluate("ensemble:nan*builtin:digits-cnn"), "probability"),
+    Case("ensemble-probability-underscore", evaluate("ensemble:0_5*builtin:digits-cnn,0.5*builtin:digits-cnn"),
+         "ensemble member '0_5*builtin:digits-cnn' is not <probability>*<spec>"),
     Case("ensemble-inline-word", evaluate("ensemble:half*builtin:digits-cnn"),
          "ensemble member 'half*builtin:digits-cnn' is not <probability>*<spec>"),
     Case("ensemble-no-members", evaluate("ensemble:mine"), "'ensemble:mine' lists no members"),

@@ -129,7 +129,7 @@ def resolve_dataset(args: argparse.Namespace) -> str | None:
     found = default_dataset(args.model, args.revision)
     if found is None:
         raise ConfigError(f"model {args.model!r} names no dataset (no model card with 'datasets:' could be read): "
-                          "pass --dataset, e.g. --dataset hf:rotten_tomatoes")
+                          "pass --dataset, e.g. --dataset hf:rotten_tomatoes (text) or hf:ylecun/mnist (images)")
     args.dataset, source = found
     return f"dataset {args.dataset} (named by {source}; --dataset overrides)"
 

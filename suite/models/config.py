@@ -157,8 +157,8 @@ def inline_members(text: str) -> list[dict[str, Any]]:
     members = []
     for part in text.split(","):
         probability, star, spec = part.partition("*")
-        try:
-            value = float(probability)
+        try:  # float() also reads 1_0 as 10, which --eps refuses
+            value = None if "_" in probability else float(probability)
         except ValueError:
             value = None
         if not star or value is None or not spec.strip():
