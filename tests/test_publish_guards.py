@@ -183,3 +183,18 @@ def test_other_weights_never_replace_a_leaderboard_entry_silently(two_runs):
     assert merge(board, other, replace=True)[0].entries == other
     older = [entry.model_copy(update={"weights": None}) for entry in entries]
     assert merge(merge(empty(), older)[0], entries)[1:] == (0, len(entries))  # the same evaluation: replaced
+
+
+def test_running_out_of_memory_is_one_line(monkeypatch, capsys):
+    """A file of gigabytes read whole (``validate``, ``leaderboard add``, ``compare``) ran out of
+    memory with a traceback of 30 lines; it is the machine's limit, not a bug: one line, exit 1."""
+    import suite.cli.ls as ls
+
+    def exhausted(args):
+        raise MemoryError
+
+    monkeypatch.setattr(ls, "handle", exhausted)
+    capsys.readouterr()
+    assert advsuite("ls", "attacks") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("advsuite: error: out of memory") and "Traceback" not in err

@@ -133,6 +133,11 @@ def _run(args: argparse.Namespace, where: str) -> NoReturn:
     except KeyboardInterrupt:
         print(f"advsuite{where}: interrupted; finished records are kept, rerun the same command to resume", file=sys.stderr)
         sys.exit(130)
+    except MemoryError:  # a file of gigabytes read whole, say: the limit, not a bug (a traceback of 30 lines)
+        _SAID.append(True)
+        print(f"advsuite{where}: error: out of memory (a file read whole, or a batch, too large for this machine); "
+              "finished records are kept: free memory, or give a smaller input or --batch-size", file=sys.stderr)
+        sys.exit(1)
     except Exception as error:
         _failed(error, where)
     sys.exit(code or 0)
