@@ -617,3 +617,22 @@ def test_train_word_bert_takes_a_shape_and_a_warm_up(tmp_path):
     # 8 steps at 1/4, 1/2, 3/4, 1, 1, 3/4, 1/2, 1/4 of the rate: other weights than a constant rate's
     assert any(not torch.equal(plain[key], warmed[key]) for key in plain)
     assert load_model(f"hf:{tmp_path / 'warmed'}").logits(["good movie"]).shape == (1, 2)
+
+
+def test_weights_changed_in_place_are_seen_by_the_hash_and_the_float64_copy(digits_model):
+    """A classifier's weights hash and its float64 copy (certificates' losses) were made once:
+    after a fine-tune in place, a run resumed the old weights' records, and a certificate gave
+    the old model's loss beside the new model's bound. Both now follow every in-place change."""
+    import copy
+
+    model = copy.deepcopy(digits_model)
+    x = torch.rand(3, 1, 32, 32)
+    before, logits = model.weights_hash(), model.float64_logits(x)
+    assert model.weights_hash() == before  # unchanged weights: the same hash (kept, not recomputed)
+    with torch.no_grad():
+        for parameter in model.module.parameters():
+            parameter.mul_(0.5)
+    assert model.weights_hash() != before
+    after = model.float64_logits(x)
+    assert not torch.allclose(after, logits)
+    torch.testing.assert_close(after.float(), model.logits(x), atol=1e-4, rtol=1e-4)

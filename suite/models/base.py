@@ -301,10 +301,23 @@ class TorchClassifier(Classifier):
         return tensor.device if tensor is not None else torch.device("cpu")
 
     def weights_hash(self) -> str:
+        # Kept while no tensor of the module changed (state_key): a classifier whose weights are
+        # changed in place (fine-tuned in a notebook, then evaluated again) hashed as the old ones,
+        # so its run resumed the old weights' records.
+        key = state_key(self.module)
         cached = getattr(self, "_weights_hash", None)
-        if cached is None:
-            cached = self._weights_hash = weights_hash(self.module)
-        return cached
+        if cached is None or cached[0] != key:
+            cached = self._weights_hash = (key, weights_hash(self.module))
+        return cached[1]
+
+
+def state_key(module: torch.nn.Module) -> tuple:
+    """What changes whenever a tensor of ``module`` changes: each parameter's and buffer's storage,
+    shape and version counter (every in-place operation bumps it: an optimiser's step, ``copy_``,
+    ``load_state_dict``). Cheap, unlike :func:`weights_hash`; a write through ``.data`` (its own
+    counter) is the one change it misses."""
+    return tuple((name, tensor.data_ptr(), tensor._version, tuple(tensor.shape), tensor.dtype, str(tensor.device))
+                 for name, tensor in module.state_dict(keep_vars=True).items())
 
 
 def weights_hash(module: torch.nn.Module) -> str:

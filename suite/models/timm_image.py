@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from suite.errors import ConfigError, first_line
-from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device
+from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device, state_key
 from suite.models.config import ModelConfig
 from suite.models.hub_access import timm_weights_offline
 from suite.models.timm_dir import WEIGHTS_FILE, read_dir_config
@@ -76,17 +76,20 @@ class TimmImageClassifier(TorchClassifier):
         return cell_support(self.module)
 
     def float64_logits(self, batch: torch.Tensor) -> torch.Tensor | None:
-        """The logits in float64 on the CPU, from a float64 copy of the module made on first use
-        (``None`` when the module cannot run in float64)."""
-        twin = getattr(self, "_float64_twin", None)
-        if twin is None:
+        """The logits in float64 on the CPU, from a float64 copy of the module made on first use (and again
+        after a weight changes; ``None`` when the module cannot run in float64)."""
+        # Made again when a weight changed (state_key): the copy of weights changed in place since
+        # gave a certificate the old model's loss beside the new model's bound.
+        key = state_key(self.module)
+        twin, made_for = getattr(self, "_float64_twin", (None, None))
+        if twin is None or made_for != key:
             import copy
 
             try:
                 twin = copy.deepcopy(self.module).to("cpu", torch.float64)
             except (RuntimeError, TypeError):  # a module that cannot be copied or cast
                 return None
-            self._float64_twin = twin
+            self._float64_twin = (twin, key)
         inputs = batch.detach().to("cpu", torch.float64)
         mean, std = self.mean.to("cpu", torch.float64), self.std.to("cpu", torch.float64)
         try:
