@@ -59,6 +59,13 @@ def _dataset(**fields: Any) -> Callable[[dict[str, Any]], None]:
     return lambda data: data["dataset"].update(fields)
 
 
+def _smaller(data: dict[str, Any]) -> None:
+    """A run of 100 examples (each attack attacked at most that many)."""
+    data["dataset"]["n"] = 100
+    for entry in data["attacks"].values():
+        entry["n_attacked"] = min(entry["n_attacked"], 100)
+
+
 def _results_is_directory(root: Path) -> None:
     _runs()(root)
     (root / "b" / "results.json").unlink()
@@ -113,8 +120,10 @@ CASES: list[Case] = [
          "fingerprints 'sklearn-digits-32px-test' and 'other-data'", _runs(_dataset(fingerprint="other-data"))),
     Case("compare-unknown-fingerprint", COMPARE, "(a dataset fingerprint is unknown): dataset fingerprints "
          "'sklearn-digits-32px-test' and None", _runs(_dataset(fingerprint=None))),
+    Case("compare-other-columns", COMPARE, "(different columns of the data: {} and {'text': 'hypothesis'})",
+         _runs(_dataset(columns={"text": "hypothesis"}))),
     Case("compare-other-n", COMPARE, "(different n): dataset fingerprints 'sklearn-digits-32px-test' and "
-         "'sklearn-digits-32px-test', n=200 and n=100", _runs(_dataset(n=100))),
+         "'sklearn-digits-32px-test', n=200 and n=100", _runs(_smaller)),
     Case("compare-other-subsample", COMPARE, "(different subsamples of the split: seeds 0 and 1)",
          _runs(lambda data: data.update(seed=1))),
     Case("compare-per-class-missing", (*COMPARE, "--per-class"),

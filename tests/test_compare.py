@@ -313,3 +313,22 @@ def test_a_reader_that_leaves_early_gets_no_traceback(runs):
     child.stdout.close()
     _, err = child.communicate(timeout=120)
     assert (child.returncode, err.decode()) == (141, "")  # 128 + SIGPIPE, as a shell tool that stops
+
+
+def test_an_attack_run_with_other_settings_is_noted_not_shown_as_a_model_difference(tmp_path, capsys):
+    """Two runs identical but for PGD's steps (20 in A, 1 in B): the pgd_linf row's difference
+    is between two attacks. It showed as a model difference with nothing said."""
+    data = upgrade(json.loads(V1_RESULTS.read_text()))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.json").write_text(json.dumps(data))
+    data["attacks"]["pgd_linf"]["params"]["steps"] = 1
+    next(item for item in data["config"]["attacks"] if item["name"] == "pgd_linf")["params"]["steps"] = 1
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "results.json").write_text(json.dumps(data))
+    code, out, err = compare(capsys, tmp_path / "a", tmp_path / "b")
+    assert (code, err) == (0, "")
+    assert ("note: 'pgd_linf' (linf eps=0.03) ran with other settings (steps 20 in A, 1 in B): its row compares two "
+            "attacks, not only the models") in out
+    assert "'fgm_linf'" not in out.split("differences in percentage points")[0].split("note:", 1)[-1]
+    code, out, err = compare(capsys, tmp_path / "a", tmp_path / "b", "--json")
+    assert any("ran with other settings (steps 20 in A, 1 in B)" in note for note in json.loads(out)["notes"])

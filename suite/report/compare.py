@@ -172,6 +172,8 @@ def check_same_examples(names: Sequence[str], runs: Sequence[Results]) -> None:
             why = "a dataset fingerprint is unknown"
         elif first.fingerprint != other.fingerprint:
             why = "different datasets"
+        elif first.columns != other.columns:  # one file read through other columns: other texts or labels
+            why = f"different columns of the data: {printable(str(first.columns))} and {printable(str(other.columns))}"
         elif first.n != other.n:
             why = "different n"
         elif first.n < first.size and runs[0].seed != run.seed:

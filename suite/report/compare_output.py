@@ -65,6 +65,29 @@ def worst_case_notes(names: Sequence[str], runs: Sequence[Results]) -> list[str]
     return notes
 
 
+def settings_notes(names: Sequence[str], runs: Sequence[Results]) -> list[str]:
+    """A line per attack row whose runs ran the attack with other settings: the row's difference
+    is then between two attacks, not two models (a run of 20 PGD steps against one of 1 showed
+    as a model difference of 5 points, with nothing said)."""
+    notes = []
+    marks = letters(len(names))
+    first: dict[tuple[str, str], tuple[str, Any]] = {}
+    for mark, run, alias in zip(marks, runs, aliases(runs)):
+        for key, entry in run.attacks.items():
+            row = (alias.get(key, key), entry.threat.label)
+            seen = first.setdefault(row, (mark, entry))
+            if seen[1] is entry or (seen[1].attack, seen[1].adversary, seen[1].params) == (
+                    entry.attack, entry.adversary, entry.params):
+                continue
+            changed = sorted(name for name in {*seen[1].params, *entry.params}
+                             if seen[1].params.get(name) != entry.params.get(name))
+            what = ", ".join(f"{name} {seen[1].params.get(name)!r} in {seen[0]}, {entry.params.get(name)!r} in {mark}"
+                             for name in changed[:4]) or "its attack or adversary"
+            notes.append(f"note: {row[0]!r} ({row[1]}) ran with other settings ({what}): its row compares two "
+                         "attacks, not only the models")
+    return notes
+
+
 def letters(count: int) -> list[str]:
     """Column names of ``count`` runs: A, B, ..., Z, R27, R28..."""
     return [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(count)]
@@ -87,7 +110,7 @@ def table(names: Sequence[str], runs: Sequence[Results], found: Sequence[Row],
     body = format_rows(header, [[printable(cell) for cell in line] for line in lines])
     tested = {found.test for row in found for found in row.differences() if found is not None and found.test}
     untested = any(found is not None and found.test is None for row in found for found in row.differences())
-    footer = [*worst_case_notes(names, runs), *record_notes(names, records, found),
+    footer = [*worst_case_notes(names, runs), *settings_notes(names, runs), *record_notes(names, records, found),
               "differences in percentage points"
               + (f"; p: two-sided, paired on the examples of each {RECORDS_FILE} ({' / '.join(sorted(tested))}), "
                  f"n.s. from {SIGNIFICANCE}" if tested else "")
@@ -114,7 +137,7 @@ def as_json(names: Sequence[str], runs: Sequence[Results], found: Sequence[Row],
         "runs": [{"run": name, "model": run.model.name, "task": run.task, "dataset": run.dataset.spec,
                   "split": run.dataset.split, "n": run.dataset.n, "fingerprint": run.dataset.fingerprint,
                   "seed": run.seed} for name, run in zip(names, runs)],
-        "notes": record_notes(names, records, found),
+        "notes": [*settings_notes(names, runs), *record_notes(names, records, found)],
         "rows": [{"class": row.group or None, "row": row.name, "threat": row.threat or None, "n": list(row.sizes),
                   "accuracy": [None if cell is None else cell[0] for cell in row.cells],
                   "interval": [None if cell is None else cell[1] for cell in row.cells],
