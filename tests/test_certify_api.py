@@ -5,6 +5,7 @@ and one-line refusals of the forms it cannot certify."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -197,8 +198,12 @@ def test_forms_it_cannot_certify_are_refused_in_one_line(case, tmp_path, monkeyp
     ({"eps": [0.1, -1.0]}, "a radius must be a finite number >= 0"),
     ({"eps": [0.1, float("nan")]}, "a radius must be a finite number >= 0"),
     ({"eps": [0.1, 0.1]}, "eps lists a radius twice"),
-    ({"eps": []}, "eps lists no radius"),
-    ({"n": 0}, "n must be an integer >= 1"),
+    ({"eps": []}, "eps must be a number or a non-empty list of numbers, not []"),
+    ({"eps": "0.1"}, "eps must be a number or a non-empty list of numbers, not '0.1'"),  # was the radii '0', '.'...
+    ({"eps": [[0.1]]}, "eps must be a number or a non-empty list of numbers"),
+    ({"n": 0}, "n must be a whole number >= 1"),
+    ({"output": 123}, "output must be a directory path (None: in memory), not 123"),
+    ({"boxed": "False"}, "boxed must be True or False, not 'False'"),  # ran boxed, recorded "False"
     ({"seed": -1}, "seed must be an integer >= 0"),
     ({"device": "banana"}, "device 'banana' is not a device"),
 ])
@@ -207,7 +212,7 @@ def test_bad_options_are_refused_before_anything_loads(options, message, monkeyp
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr("suite.evaluation.certify_api.load_model", no_loading)
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         suite.certify("builtin:digits-cnn", "builtin:digits", **{"attacks": False, **options})
 
 

@@ -21,7 +21,7 @@ from suite.collector import long_lived_frozen
 from suite.data.base import Example
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError, SuiteError
-from suite.evaluation.api import DatasetLike, ModelLike, radii, resolve_data, resolve_model
+from suite.evaluation.api import DatasetLike, ModelLike, check_arguments, radii, resolve_data, resolve_model
 from suite.evaluation.certification import certification_report
 from suite.models import Classifier, ModelConfig, load_model
 from suite.models.card import default_dataset
@@ -84,6 +84,10 @@ def certify(
         SuiteError: A subclass (``ConfigError``, ``DataError``, ``UnknownNameError``,
             ``ResourceMissingError``) with the same one-line message as the CLI.
     """
+    check_arguments(eps=eps, n=n, output=output, split=split)  # eps="0.1" was read as the budgets '0', '.', '1'
+    for name, value in (("boxed", boxed), ("attacks", attacks), ("overwrite", overwrite)):
+        if not isinstance(value, bool):  # boxed="False" ran boxed and recorded "False"
+            raise ConfigError(f"{name} must be True or False, not {value!r}")
     budgets = _budgets(eps)
     _check_options(norm, loss, n, seed)
     directory = None if output is None else Path(output)
