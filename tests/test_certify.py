@@ -187,6 +187,7 @@ def test_certify_command_writes_its_report(tmp_path, capsys):
     report = json.loads((tmp_path / "certificate.json").read_text())
     assert [row["eps"] for row in report["rows"]] == [0.1, 0.3]
     assert report["dataset"]["n"] == 6 and report["model"] == "builtin:digits-cnn"
+    assert report["weights"].startswith("sha256-")  # a model retrained in place keeps its name, not its hash
     assert (tmp_path / "certificate.png").read_bytes()[:4] == b"\x89PNG"
 
 

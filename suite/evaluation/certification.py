@@ -75,4 +75,7 @@ def certification_report(model: Classifier, examples: Sequence[Example], *, norm
                                                 loss, seed)
     report = asdict(certificate)
     report["model"] = model.info.name
+    # The content hash of the weights certified: a model retrained in place keeps its name, and its
+    # old certificate could not be told from a current one.
+    report["weights"] = model.weights_hash()
     return report
