@@ -457,6 +457,14 @@ def test_a_damaged_training_log_or_state_is_refused_not_misread(tmp_path, capsys
         err = capsys.readouterr().err
         assert "Traceback" not in err and err.count("\n") == 1, err
         assert "cannot resume from" in err and "edited or damaged; use --overwrite" in err, err
+    # The state deleted: the rerun started over and cut the log of 2 epochs to nothing, without a word.
+    state.unlink()
+    log_text = log.read_text()
+    capsys.readouterr()
+    assert advsuite(*argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds a training log of 2 epochs but no state.safetensors" in err, err
+    assert log.read_text() == log_text
     state.write_bytes(whole)
     assert advsuite(*argv) == 0
 

@@ -143,6 +143,8 @@ class TrainStore:
         (``(0, best, [])`` for a fresh run)."""
         start = 0
         state = self.load_state()
+        if state is None:
+            self._check_no_state()
         if state is not None:
             weights, tensors, progress = state
             try:  # a state file the suite wrote, edited or from another architecture: one line
@@ -157,6 +159,27 @@ class TrainStore:
                                   "edited or damaged; use --overwrite to start over") from error
             logger.info("resuming %s from epoch %d of %d", self.directory, start, epochs)
         return start, best, self.log(start)
+
+    def _check_no_state(self) -> None:
+        """Without a resume state the run starts over, and the log is cut to nothing: right after
+        a first epoch whose state write failed (its log line is then all there is), but a log of a
+        second epoch means a state was written (an epoch's line follows the last one's state), so
+        the state was deleted or lost: refused, not trained over without a word."""
+        path = self.directory / LOG_FILE
+        if not path.exists():
+            return
+        epochs = []
+        for text in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("epoch"), int):
+                epochs.append(entry["epoch"])
+        if max(epochs, default=0) >= 2:
+            raise ConfigError(f"{str(self.directory)!r} holds a training log of {max(epochs)} epochs but no "
+                              f"{STATE_FILE} to resume from (deleted or lost): nothing was trained over; use "
+                              "--overwrite to train again")
 
     def end_epoch(self, model: Any, optimiser: torch.optim.Optimizer, entry: dict[str, Any], log: list[dict[str, Any]],
                   best: dict[str, Any], improved: bool) -> None:
