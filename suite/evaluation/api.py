@@ -87,6 +87,8 @@ def evaluate(
         SuiteError: A subclass (``ConfigError``, ``DataError``, ``UnknownNameError``,
             ``ResourceMissingError``) with the same one-line message as the CLI.
     """
+    if isinstance(attacks, Iterable) and not isinstance(attacks, (str, Mapping, list, tuple)):
+        attacks = list(attacks)  # a generator: the check below would use it up
     check_arguments(attacks=attacks, eps=eps, n=n, options=options, output=output, adversary=adversary, split=split)
     attacks, adversary = _one_or_many(attacks), _one_or_many(adversary)
     options = options or RunOptions()
