@@ -134,7 +134,7 @@ CASES: list[Case] = [
          "results.json' is not a regular file; give the results JSON file", _fifo_results),
     Case("compare-control-chars-in-path", ("compare", "{tmp}/a", "{tmp}/b\x1b[2J"),
          "b\\x1b[2J' does not exist", _runs()),
-    Case("compare-value-outside-its-interval", COMPARE, "lies outside its own 95% interval",
+    Case("compare-value-outside-its-interval", COMPARE, "clean accuracy 1 is outside its 95% interval [0.5, 0.9]",
          _runs(lambda data: data.update(clean_accuracy=1.0, clean_accuracy_ci=[0.5, 0.9]))),
     Case("compare-name-not-its-spec", COMPARE, "is not its spec's",
          _runs(lambda data: data["model"].update(name="someone-else"))),

@@ -135,24 +135,8 @@ def read_run(path: Path) -> Results:
         raise ConfigError(f"{str(path)!r} is a directory, not a results file")
     run = read_results(path)
     check_consistent(path, run)
-    check_identity(path, run)
-    _check_intervals(path, run)
+    check_identity(path, run)  # (check_consistent holds every number inside its interval)
     return run
-
-
-def _check_intervals(path: Path, run: Results) -> None:
-    """Refuse a results file one of whose accuracies lies outside its own 95% interval: no run
-    writes one, so the file was changed after it (as the leaderboard refuses it)."""
-    from suite.report.leaderboard_schema import TOLERANCE
-
-    rows = [("clean", run.clean_accuracy, run.clean_accuracy_ci),
-            *((key, entry.robust_accuracy, entry.robust_accuracy_ci) for key, entry in run.attacks.items()),
-            *((f"worst case ({label})", group.worst_case_robust_accuracy, group.worst_case_robust_accuracy_ci)
-              for label, group in run.threat_models.items())]
-    for name, value, interval in rows:
-        if value is not None and interval is not None and not interval[0] - TOLERANCE <= value <= interval[1] + TOLERANCE:
-            raise ConfigError(f"{str(path)!r}: its {printable(name)} accuracy {value:g} lies outside its own 95% "
-                              f"interval [{interval[0]:g}, {interval[1]:g}]: results.json was changed after the run")
 
 
 def check_count(names: Sequence[str]) -> None:
