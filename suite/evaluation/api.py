@@ -9,6 +9,7 @@ the CLI prints.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -91,6 +92,8 @@ def evaluate(
         attacks = list(attacks)  # a generator: the check below would use it up
     check_arguments(attacks=attacks, eps=eps, n=n, options=options, output=output, adversary=adversary, split=split)
     attacks, adversary = _one_or_many(attacks), _one_or_many(adversary)
+    n = None if n is None else int(n)  # numpy's integers too
+    eps = float(eps) if isinstance(eps, numbers.Real) else None if eps is None else [float(value) for value in eps]
     options = options or RunOptions()
     if output is not None:
         options = replace(options, output=Path(output))
@@ -225,13 +228,13 @@ def check_arguments(**given: Any) -> None:
     """Refuse, in one line, a keyword of the Python API of the wrong kind: it failed deep inside
     (a TypeError, numpy's error), or meant something else silently (``n=-1`` evaluated all but
     one example, ``attacks="pgd_linf"`` the attacks ``p``, ``g``, ``d``..., ``eps=True`` ε = 1)."""
-    def number(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    def number(value: Any) -> bool:  # numpy's scalars too
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
     for name, value in given.items():
         if value is None:
             continue
-        if name in ("n", "limit") and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if name in ("n", "limit") and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1):
             raise ConfigError(f"{name} must be a whole number >= 1 (None: every example), not {value!r}")
         if name == "eps" and not (number(value) or (isinstance(value, Sequence) and not isinstance(value, str)
                                                     and value and all(number(item) for item in value))):
