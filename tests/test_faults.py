@@ -469,6 +469,23 @@ def test_a_damaged_training_log_or_state_is_refused_not_misread(tmp_path, capsys
     assert advsuite(*argv) == 0
 
 
+def test_a_kill_between_the_commit_and_best_leaves_best_to_the_resume(tmp_path, capsys):
+    """``best/`` is written after an epoch's commit (before it, a kill left ``best/`` holding an
+    epoch the rerun trains again, which differs where training is not bit-reproducible). A kill
+    right after the commit leaves ``best/`` behind or absent; the rerun, whose loaded weights are
+    the best epoch's, writes it again."""
+    from safetensors.torch import load_file
+
+    out = tmp_path / "tr"
+    argv = ["train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--method", "standard",
+            "--epochs", "1", "--batch-size", "64", "--val-n", "8", "--output", str(out)]
+    assert advsuite(*argv) == 0
+    shutil.rmtree(out / "best")  # killed inside best's swap, after the commit
+    assert advsuite(*argv) == 0, capsys.readouterr().err
+    model, best = load_file(str(out / "model.safetensors")), load_file(str(out / "best" / "model.safetensors"))
+    assert model.keys() == best.keys() and all(torch.equal(model[key], best[key]) for key in model)
+
+
 @pytest.mark.parametrize("refused", ["certificate.json", "certificate.png"])
 def test_a_refused_certificate_write_leaves_the_old_pair_whole(tmp_path, capsys, monkeypatch, refused):
     """``certificate.json`` and ``certificate.png`` change together or not at all: the JSON's

@@ -158,6 +158,8 @@ class TrainStore:
                 raise ConfigError(f"cannot resume from {str(path)!r} ({str(error).splitlines()[0][:300]}): it was "
                                   "edited or damaged; use --overwrite to start over") from error
             logger.info("resuming %s from epoch %d of %d", self.directory, start, epochs)
+            if best.get("epoch") == start:  # its weights are the ones just loaded (see end_epoch)
+                self.save_model(model.save, best=True)
         return start, best, self.log(start)
 
     def _check_no_state(self) -> None:
@@ -183,15 +185,23 @@ class TrainStore:
 
     def end_epoch(self, model: Any, optimiser: torch.optim.Optimizer, entry: dict[str, Any], log: list[dict[str, Any]],
                   best: dict[str, Any], improved: bool) -> None:
-        """Commit a finished epoch: the model (and ``best/`` when ``improved``), its log line,
-        then the resume state (the commit point)."""
+        """Commit a finished epoch: the model, its log line, then the resume state (the commit
+        point), and ``best/`` when ``improved``.
+
+        ``best/`` comes after the commit: written before it, a kill in between left ``best/``
+        holding the weights of an epoch the rerun trains again, which differ where training is
+        not bit-reproducible (CUDA, another thread count); when that epoch then did not improve,
+        ``best/`` kept them while the log named an earlier best. Now a kill after the commit
+        leaves ``best/`` one improvement behind (or, inside its swap, absent), and the resume,
+        whose loaded weights are the best epoch's whenever it is the last finished one, writes
+        it again (:meth:`resume`)."""
         self.save_model(model.save)
-        if improved:
-            self.save_model(model.save, best=True)
         self.append_log(entry)
         log.append(entry)
         tensors, meta = optimiser_tensors(optimiser)
         self.save_state(model.state(), tensors, {"epochs_done": entry["epoch"], "best": best, "optimiser": meta})
+        if improved:
+            self.save_model(model.save, best=True)
 
     def files(self) -> dict[str, str]:
         """Where a run's outputs are: the model, ``best/``, the log and the curves."""
