@@ -14,7 +14,6 @@ as tensors, as are the Python API's in-memory tensors (:mod:`suite.data.memory`)
 
 from __future__ import annotations
 
-import codecs
 import math
 import re
 from collections.abc import Sequence
@@ -28,15 +27,14 @@ from suite.data.base import EvalSet, Example, InputSpec, LazyInput
 from suite.data.builtin import RawSplit
 from suite.data.config import DatasetConfig
 from suite.data.images import DatasetImage, check_image, conform_image
-from suite.data.local import check_class_folders, content_fingerprint
+from suite.data.hf_split import hf_split, looks_like_a_path
+from suite.data.local import content_fingerprint
 from suite.data.registry import BUILTIN_DATASETS
 from suite.errors import DataError
-from suite.hub_probe import offline_datasets
 
 TEXT_COLUMNS = ("text", "sentence", "review", "content", "document", "tweet", "utterance", "question")
 IMAGE_COLUMNS = ("image", "img", "picture", "pixel_values")
 LABEL_COLUMNS = ("label", "labels", "target", "class", "sentiment", "fine_label", "y")
-FILE_BUILDERS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 #: Rows of not-decoded images read at a time by the up-front check (bounds its memory on
 #: datasets that embed the image bytes).
 CHECK_CHUNK = 256
@@ -61,7 +59,7 @@ def load_eval_set(config: DatasetConfig, model: InputSpec, seed: int) -> EvalSet
         raw, size, columns = _load_hf(name, config, model, seed)
     elif Path(config.spec).expanduser().exists():
         raw, size, columns = _load_hf(config.spec, config, model, seed)
-    elif _looks_like_a_path(config.spec):
+    elif looks_like_a_path(config.spec):
         raise DataError(f"dataset path {config.spec!r} does not exist")
     else:
         raise DataError(
@@ -107,11 +105,6 @@ def check_labels(examples: Sequence[Example], model: InputSpec, spec: str) -> No
             )
 
 
-def _looks_like_a_path(spec: str) -> bool:
-    """Whether a spec with no scheme was meant as a local path (not a Hub name given without hf:)."""
-    return spec.startswith((".", "/", "~")) or Path(spec).suffix.lower() in FILE_BUILDERS
-
-
 def _conform(value: Any, model: InputSpec) -> Any:
     if model.modality == "text" or isinstance(value, LazyInput):  # a lazy image conforms as it loads
         return value
@@ -136,7 +129,7 @@ def _describe(value: Any) -> str:
 def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> tuple[RawSplit, int, dict[str, str]]:
     import datasets
 
-    dataset = _hf_split(name, config, datasets)
+    dataset = hf_split(name, config, datasets)
     columns = dataset.column_names
     input_kind = "image" if model.modality == "image" else "text"
     given = config.image_column if input_kind == "image" else config.text_column
@@ -201,124 +194,6 @@ def _image_rows(dataset: Any, column: str, rows: Sequence[int], model: InputSpec
         for item in table[list(rows[start : start + CHECK_CHUNK])][column]:
             check_image(item, column, name)
     return [DatasetImage(table, row, column, model.input_size, name) for row in rows]
-
-
-def _hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:
-    """The split ``config.split`` of a local file, a local directory or a Hub dataset, as a
-    ``datasets.Dataset``; local files are checked first (empty, binary, several per split)."""
-    path = Path(name).expanduser()
-    # Parse failures are logged at ERROR before they are raised; the raised error is reported
-    # once, in one line (:func:`_loading`).
-    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
-    if path.exists():
-        # For local files `datasets` draws "Generating split" bars and says "Downloading data"
-        # while it reads them: no progress a user can act on. (A Hub download keeps its bars.)
-        datasets.disable_progress_bars()
-    if path.is_file():
-        builder = FILE_BUILDERS.get(path.suffix.lower())
-        if builder is None:
-            raise DataError(f"cannot read {name!r}: unsupported file type (use {', '.join(FILE_BUILDERS)})")
-        _check_data_file(path)
-        extra = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
-        # Read afresh each time: `datasets` keys its cache on the path, size and modification
-        # time, so a file edited in place that keeps them (cp -p, rsync -a, tar x) gave its old
-        # rows, and the same fingerprint (:func:`~suite.data.local.content_fingerprint` records the bytes').
-        return _loading(name, config, lambda: datasets.load_dataset(
-            builder, data_files={config.split: str(path)}, split=config.split, download_mode="force_redownload",
-            **extra), local=True)
-    if path.is_dir():
-        files = _split_files(path, config.split)
-        for file in files:
-            _check_data_file(file)
-        if not files:
-            check_class_folders(path / config.split, name)
-        return _loading(name, config, lambda: datasets.load_dataset(str(path), split=config.split), local=True)
-    if _looks_like_a_path(name):
-        raise DataError(f"dataset path {name!r} does not exist")
-    with offline_datasets(datasets) as offline:
-        try:
-            return _loading(name, config, lambda: datasets.load_dataset(name, config.config, split=config.split,
-                                                                        revision=config.revision), local=False)
-        except DataError as error:
-            if offline is None or "OfflineModeIsEnabled" not in str(error):
-                raise
-            raise DataError(f"cannot load dataset {name!r} (split {config.split!r}): {offline}, and it is not in "
-                            "the local datasets cache") from None
-
-
-def _loading(name: str, config: DatasetConfig, load: Any, local: bool):
-    """Run ``load``; a failure is one line naming the dataset and the first line of its cause."""
-    from datasets.exceptions import DatasetGenerationError
-
-    try:
-        return load()
-    except DataError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError, DatasetGenerationError) as error:
-        # A local file that cannot be parsed fails in pyarrow or json deep inside `datasets`;
-        # its innermost cause says what is wrong with the file.
-        cause = error
-        while local and cause.__cause__ is not None:
-            cause = cause.__cause__
-        message = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
-        if "corresponds to no data" in message:  # a table with a header and no rows
-            raise DataError(f"dataset {name!r} has no rows in split {config.split!r}") from None
-        raise DataError(f"cannot load dataset {name!r} (split {config.split!r}): {message[:300]}") from error
-
-
-def _check_data_file(path: Path) -> None:
-    """An empty or binary table file is one clear line, not a parser's traceback."""
-    if path.suffix.lower() not in FILE_BUILDERS:
-        return
-    if path.stat().st_size == 0:
-        raise DataError(f"data file {str(path)!r} is empty")
-    if path.suffix.lower() != ".parquet":
-        # The whole file, in chunks (the table reader takes bytes that are not UTF-8 and fails
-        # only when a row holding them is read): a first look at 64 KiB, then the rest.
-        decoder = codecs.getincrementaldecoder("utf-8")()
-        offset = 0
-        with open(path, "rb") as handle:
-            while chunk := handle.read(65536 if offset == 0 else 1 << 22):
-                try:
-                    decoder.decode(chunk)
-                except UnicodeDecodeError as error:
-                    raise DataError(f"data file {str(path)!r} is not UTF-8 text (byte {offset + max(0, error.start)}); "
-                                    "is it binary, or in another encoding?") from None
-                if b"\x00" in chunk:
-                    raise DataError(f"data file {str(path)!r} holds NUL bytes (byte {offset + chunk.index(0)}); "
-                                    "is it binary?")
-                offset += len(chunk)
-        try:
-            decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            raise DataError(f"data file {str(path)!r} is not UTF-8 text (it ends inside a character)") from None
-
-
-SHARD = re.compile(r"-\d{5}-of-\d{5}$")
-
-
-def _split_files(directory: Path, split: str) -> list[Path]:
-    """The table files of ``directory`` that `datasets` reads as ``split``; several unrelated
-    ones (``test.csv``, ``test_str.csv``) are refused rather than silently concatenated."""
-    from datasets.data_files import get_data_patterns, resolve_pattern
-
-    try:
-        patterns = get_data_patterns(str(directory))
-    except Exception:  # noqa: BLE001 - no data files: load_dataset says so in its own words
-        return []
-    files = set()
-    for pattern in patterns.get(split, []):
-        try:
-            files.update(Path(file) for file in resolve_pattern(pattern, base_path=str(directory)))
-        except FileNotFoundError:  # a pattern that matches nothing
-            continue
-    files = sorted(files)
-    tables = [file for file in files if file.suffix.lower() in FILE_BUILDERS]
-    if len(tables) > 1 and not all(SHARD.search(file.stem) for file in tables):
-        listed = ", ".join(repr(file.name) for file in tables[:5]) + (", ..." if len(tables) > 5 else "")
-        raise DataError(f"{len(tables)} files in {str(directory)!r} match split {split!r} ({listed}); "
-                        f"point the dataset at one of them, e.g. hf:{directory / tables[0].name}")
-    return tables
 
 
 def _pick_column(given: str | None, candidates: Sequence[str], columns: Sequence[str], kind: str, name: str) -> str:

@@ -182,22 +182,22 @@ def _measure(value: float, interval: Sequence[float] | None, n: int) -> Measure:
     return (value, list(interval) if interval else list(wilson_interval(value * n, n)))
 
 
-def _identity(entry: Any) -> tuple[Any, ...]:
+def attack_identity(entry: Any) -> tuple[Any, ...]:
     """What makes two attack entries the same attack, whatever their keys."""
     return (entry.attack, entry.adversary, entry.threat.label, json.dumps(entry.params, sort_keys=True, default=str))
 
 
 def aliases(runs: Sequence[Results]) -> list[dict[str, str]]:
     """Per run, the key each attack is shown under: its own, or the key an earlier run gave the
-    same attack (:func:`_identity`; only where the match is unique in both runs and the key is
+    same attack (:func:`attack_identity`; only where the match is unique in both runs and the key is
     not one of the run's own)."""
     seen: dict[tuple[Any, ...], str] = {}
     shown = []
     for run in runs:
-        counts = Counter(_identity(entry) for entry in run.attacks.values())
+        counts = Counter(attack_identity(entry) for entry in run.attacks.values())
         mapping = {}
         for key, entry in run.attacks.items():
-            identity = _identity(entry)
+            identity = attack_identity(entry)
             unique = entry.attack is not None and counts[identity] == 1
             earlier = seen.get(identity) if unique else None
             mapping[key] = earlier if earlier is not None and earlier not in run.attacks else key

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from suite.report.compare import Difference, Row, aliases
+from suite.report.compare import Difference, Row, aliases, attack_identity
 from suite.report.paired import RECORDS_FILE, RunRecords, shown_p
 from suite.report.results import Results
 from suite.report.table import format_rows, percent
@@ -76,8 +76,7 @@ def settings_notes(names: Sequence[str], runs: Sequence[Results]) -> list[str]:
         for key, entry in run.attacks.items():
             row = (alias.get(key, key), entry.threat.label)
             seen = first.setdefault(row, (mark, entry))
-            if seen[1] is entry or (seen[1].attack, seen[1].adversary, seen[1].params) == (
-                    entry.attack, entry.adversary, entry.params):
+            if attack_identity(seen[1]) == attack_identity(entry):
                 continue
             changed = sorted(name for name in {*seen[1].params, *entry.params}
                              if seen[1].params.get(name) != entry.params.get(name))

@@ -107,10 +107,11 @@ def _one_model(old: list[Any], new: list[Any], replace: bool, source: str) -> li
                                     f"({_args(stale[0]).get('weights')} there, {next(iter(weights))} here: retrained, "
                                     "or another revision); they are never mixed silently: pass --replace to remove "
                                     "every result of the other weights, or export to another --to"))
-    return [result for result in old if not any(result is gone for gone in stale)]
+    gone = {id(result) for result in stale}
+    return [result for result in old if id(result) not in gone]
 
 
-def stale_entries(old: list[dict[str, Any]], weights: str | None) -> list[dict[str, Any]]:
+def _stale_entries(old: list[dict[str, Any]], weights: str | None) -> list[dict[str, Any]]:
     """The advsuite ``.eval_results`` entries of ``old`` whose notes name weights other than ``weights``."""
     found = []
     for entry in old:
@@ -140,14 +141,15 @@ def merge_entries(old: list[dict[str, Any]], new: list[dict[str, Any]], weights:
     """``old`` ``.eval_results`` entries with the groups ``new`` covers replaced by ``new``'s (the
     card, written by the same export, refused another evaluation's groups already), and those of
     other weights than ``weights`` removed (``replace``) or refused (module notes)."""
-    stale = stale_entries(old, weights)
+    stale = _stale_entries(old, weights)
     if stale and not replace:
         named = NOTES_WEIGHTS.search(stale[0]["notes"])
         raise ConfigError(printable(f"{source} holds advsuite results of other weights of this model "
                                     f"({named.group(1) if named else '?'} there, {weights} here); they are never mixed "
                                     "silently: pass --replace to remove every result of the other weights, or export "
                                     "to another --to"))
-    old = [entry for entry in old if not any(entry is gone for gone in stale)]
+    gone = {id(entry) for entry in stale}
+    old = [entry for entry in old if id(entry) not in gone]
     groups = {entry_group(entry) for entry in new}
     return _replace_groups(old, new, lambda entry: entry_group(entry) in groups)
 
