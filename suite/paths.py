@@ -228,6 +228,13 @@ def writable_parent(directory: Path) -> Path:
             if os.statvfs(existing).f_flag & os.ST_RDONLY:
                 why = "read-only file system"
         raise ConfigError(f"cannot write to {str(existing)!r} ({why}): choose another --output")
+    probe = existing / f".advsuite-probe.{os.getpid()}.tmp"  # a staged write's name: a kill leaves nothing foreign
+    try:  # what the permission bits allow, the file system may not (root in /sys, a FUSE mount)
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600))
+        probe.unlink()
+    except OSError as error:
+        why = "no new file can be made there" if error.errno == errno.ENOENT else (error.strerror or str(error)).lower()
+        raise ConfigError(f"cannot write to {str(existing)!r} ({why}): choose another --output") from error
     return existing
 
 

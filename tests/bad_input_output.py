@@ -50,6 +50,14 @@ def _records_without_run(work: Path) -> None:
     (work / "out" / "records.jsonl").write_text(json.dumps({"kind": "clean", "id": "0", "correct": 1.0}) + "\n")
 
 
+def _no_model_load(monkeypatch) -> None:
+    """Loading a model fails the case: what it checks must be refused before any load (or training)."""
+    def load_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the output was checked")
+
+    monkeypatch.setattr("suite.evaluation.prepare.load_model", load_model)
+
+
 CASES: list[Case] = [
     Case("output-is-a-file", (*DIGITS, "--output", "{tmp}/taken"), "is a file, not a directory", _file("taken", "x")),
     Case("output-under-a-file", (*DIGITS, "--output", "{tmp}/taken/sub"), "is a file, not a directory",
@@ -175,8 +183,12 @@ CASES: list[Case] = [
     Case("adversary-on-images", (*DIGITS, "--adversary", "none,cal"), "adversary temperatures (cal, opt, platt) apply to text"),
     Case("output-run-file-number-too-long", (*DIGITS, "--output", "{tmp}/out"), "cannot read",
          _file("out/run.json", '{"seed": ' + "9" * 5000 + "}")),
-    Case("output-where-no-folder-can-be-made", (*DIGITS, "--output", "/proc/advsuite-out"),
-         "path '/proc/advsuite-out' cannot be used (no such file or folder: a folder on the way is missing"),
+    # /proc permits no new file, whatever the permission bits say (root's os.access passes there):
+    # refused by trying, before the model loads (or a built-in trains).
+    Case("output-where-no-folder-can-be-made", (*DIGITS, "--output", "/proc/advsuite-out/sub"),
+         "cannot write to '/proc' (no new file can be made there): choose another --output", patch=_no_model_load),
+    Case("output-too-long-before-loading", (*DIGITS, "--output", "{tmp}/" + "a" * 300), "too long a path",
+         patch=_no_model_load),
     Case("dataset-empty", (*DIGITS[:3], "--dataset", ""), "argument --dataset: is empty ('')"),
     Case("recipe-empty-name", ("validate", ""), "the recipe is empty ('')"),
     Case("recipe-a-device-file", ("validate", "/dev/null"), "recipe file '/dev/null' is not a regular file"),

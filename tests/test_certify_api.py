@@ -8,6 +8,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -105,8 +106,10 @@ def test_a_classifier_on_an_eval_set_equals_the_cli_on_the_builtin_with_attacks(
 
 
 def test_a_spec_writes_and_returns_the_certificate_the_cli_writes(tmp_path):
-    report = suite.certify("builtin:digits-cnn", "builtin:digits", norm="linf", loss="margin", eps=[0.01, 0.02],
-                           n=10, seed=3, attacks=False, output=tmp_path / "api")
+    # numpy's scalars are numbers here as in suite.evaluate (n=np.int64(10) was "not an integer")
+    report = suite.certify("builtin:digits-cnn", "builtin:digits", norm="linf", loss="margin",
+                           eps=[np.float64(0.01), 0.02], n=np.int64(10), seed=np.int32(3), attacks=False,
+                           output=tmp_path / "api")
 
     written = json.loads((tmp_path / "api" / "certificate.json").read_text())
     cli = cli_certificate(tmp_path / "cli", "--model", "builtin:digits-cnn", "--dataset", "builtin:digits",

@@ -12,6 +12,7 @@ message is the line the CLI prints.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, get_args
@@ -90,6 +91,7 @@ def certify(
             raise ConfigError(f"{name} must be True or False, not {value!r}")
     budgets = _budgets(eps)
     _check_options(norm, loss, n, seed)
+    n, seed = None if n is None else int(n), int(seed)  # numpy's integers too (JSON takes only int)
     directory = None if output is None else Path(output)
     if directory is not None:
         check_output(directory)  # before anything loads or runs
@@ -214,7 +216,7 @@ def _check_options(norm: str, loss: str, n: int | None, seed: int) -> None:
         if value not in allowed:
             raise ConfigError(f"{name} {value!r} is not one of {', '.join(allowed)}")
     for name, value, least in (("n", n, 1), ("seed", seed, 0)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least):
             raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}")
     if seed is None:
         raise ConfigError("seed must be an integer >= 0, got None")

@@ -33,7 +33,7 @@ from suite.evaluation.recipe import (
     TaskConfig,
 )
 from suite.evaluation.radius import Radius, resolve_radius, vacuous_radius
-from suite.evaluation.records import RecordStore
+from suite.evaluation.records import RecordStore, check_output_path
 from suite.evaluation.scoring import SCORING_VERSION
 from suite.models import Classifier, load_model
 from suite.models.card import declared_threat_model
@@ -130,6 +130,8 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     for config in task.attacks:
         if not config.optional:
             attacks[config.key].check_resources()
+    if options.output is not None:  # an unwritable output is refused before a model loads (or a built-in trains)
+        check_output_path(options.output)
     model = model if model is not None else load_model(task.model)
     if model.info.threat_model is None:  # a card's (hf:/timm:) threat model: results and the radius read it
         declared = declared_threat_model(task.model.spec, task.model.revision)

@@ -60,6 +60,16 @@ def record_key(record: dict[str, Any]) -> tuple[str, str, str]:
     return (record["kind"], record.get("attack", ""), record["id"])
 
 
+def check_output_path(directory: Path) -> Path:
+    """Refuse an output directory no run can write (too long a path, under a file, unwritable)
+    in one line; the nearest existing directory at or above it otherwise."""
+    if len(os.fsencode(directory.absolute())) > PATH_MAX or any(len(os.fsencode(part)) > NAME_MAX - 40
+                                                                for part in directory.absolute().parts):
+        raise ConfigError(f"output directory {repr(str(directory))[:120]}... is too long a path (names over "
+                          f"{NAME_MAX - 40} bytes or a path over 3800): choose a shorter --output or task name")
+    return writable_parent(directory)
+
+
 class RecordStore:
     """The records of one task in one output directory.
 
@@ -98,12 +108,7 @@ class RecordStore:
         if self.directory is None:
             return
         directory = self.directory
-        shown = repr(str(directory))
-        if len(os.fsencode(directory.absolute())) > PATH_MAX or any(len(os.fsencode(part)) > NAME_MAX - 40
-                                                                    for part in directory.absolute().parts):
-            raise ConfigError(f"output directory {shown[:120]}... is too long a path (names over {NAME_MAX - 40} "
-                              "bytes or a path over 3800): choose a shorter --output or task name")
-        existing = writable_parent(directory)
+        existing = check_output_path(directory)
         if existing != directory or overwrite:
             return  # a new directory, or one whose suite files are cleared
         self._verify()
