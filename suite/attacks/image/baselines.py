@@ -37,11 +37,13 @@ that torchattacks' copies, of 2020, lack):
    official 27d453e takes each example's own). We run ``ta_apgd_t`` (and so ``autoattack``'s
    APGD-T) one example at a time under L2, which gives each its own schedule; L∞ is unaffected.
 7. Square under L2 scales each new square by the norm of the window over all channels; the
-   official code (e79935c) takes the norm per channel. Not corrected: it matters only for
-   images of several channels, and its direction is unknown.
+   official code (e79935c) takes the norm per channel. Corrected: our ``square`` (and so
+   ``autoattack``'s) runs the official search (:mod:`.square_search`), per channel.
 8. Square never caps the square's side at the image's smaller side (official 8c86d6f), so on
-   non-square images its first squares can fall partly outside (a strip at the edge): slightly
-   weaker there. Not corrected. (Images under 5×5 are padded, as below.)
+   non-square images its first squares can fall partly outside (a strip at the edge). Corrected
+   the same way. On one-channel square images (the digits) neither fix changes a decision; under
+   L∞ on square images the search is torchattacks' bit for bit. (Images under 5×5 are padded,
+   as below.)
 9. The verdict is on x + Π(adv − x), the returned point projected exactly onto the ε-ball and
    the box (the official code judges the attack's own point): they can differ in the last bits,
    which could undo a break that sits on the boundary; the number reported is then the one of a
@@ -230,6 +232,8 @@ class TorchattacksAPGDT(_TargetedBaseline):
     Needs at least 4 classes (the targeted DLR loss reads the 4th-largest logit).
     """
 
+    version: ClassVar[int] = 2  # 2: one example at a time under L2 (note 6)
+
     def _check_classes(self, num_classes: int) -> None:
         _need_four_classes(self.name, num_classes)
 
@@ -274,7 +278,8 @@ class FABT(_TargetedBaseline):
 
 @register_attack("square")
 class Square(TorchattacksAttack):
-    """Square Attack (Andriushchenko et al. 2020), score-based black-box, via torchattacks.Square.
+    """Square Attack (Andriushchenko et al. 2020), score-based black-box: torchattacks.Square with
+    the official code's search (:mod:`.square_search`: L2 windows per channel, the side capped).
 
     Defaults as in AutoAttack: 5000 queries, p_init 0.8, margin loss, no rescaled schedule.
     ``sampled: true`` (randomized ensembles only) queries the ensemble as deployed: each query is
@@ -283,6 +288,7 @@ class Square(TorchattacksAttack):
     """
 
     access: ClassVar[Access] = "black-box"
+    version: ClassVar[int] = 2  # 2: the official search (windows per channel under L2, side capped)
 
     queries: int = Field(5000, ge=1)
     p_init: float = Field(0.8, gt=0, le=1)
@@ -323,7 +329,9 @@ class Square(TorchattacksAttack):
         return torch.nn.functional.pad(x, (0, max(0, 5 - width), 0, max(0, 5 - height)))
 
     def _build(self, torchattacks, module, num_classes, seed):
-        return torchattacks.Square(
+        from suite.attacks.image.square_search import official_square
+
+        return official_square(torchattacks)(
             module, norm=self.torchattacks_norm, eps=self.eps, n_queries=self.queries, n_restarts=1,
             p_init=self.p_init, seed=seed, resc_schedule=False,
         )
@@ -337,6 +345,8 @@ class AutoAttack(TorchattacksAttack):
     with the official budgets (see the module docstring for how this differs from
     ``torchattacks.AutoAttack``). Needs at least 4 classes.
     """
+
+    version: ClassVar[int] = 2  # 2: APGD-T per example under L2 (note 6), Square's official search (7, 8)
 
     steps: int = Field(100, ge=1)
     targets: int = Field(9, ge=1)
