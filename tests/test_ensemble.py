@@ -387,3 +387,35 @@ def test_ensemble_attack_merges_keep_the_lowest_expected_accuracy():
     assert improves(torch.tensor([0.4, 0.6, 0.6, 0.0]), torch.tensor([0.0, 5.0, 1.0, -1.0]),
                     torch.tensor([0.6, 0.6, 0.6, 0.0]), torch.tensor([3.0, 3.0, 3.0, 0.0])).tolist() == \
         [True, True, False, False]
+
+
+def test_arc_s_planes_are_each_class_s_gradient_and_batch_size_independent(digits_model, digits_examples):
+    """ARC's closest hyperplane comes from one forward pass and one backward pass per candidate
+    class (version 4): each w_k is ∇(f_m − f_k) of that example alone, as a pass of the point
+    repeated per class gave it; and on a CNN ensemble the search decides the same batched or
+    alone (batched conv kernels round otherwise, as for every image attack: test_attacks.py)."""
+    ensemble = RandomizedEnsemble([digits_model, digits_model], [0.5, 0.5])
+    examples = digits_examples[:4]
+    x = torch.stack([example.input for example in examples])
+    arc = build_attack("arc", {"eps": 0.1, "steps": 2, "tie_orders": False, "base_beta": False})
+    w, zeta = arc._closest_plane(ensemble, 0, x)
+    for i in range(len(x)):
+        point = x[i:i + 1].clone().requires_grad_(True)
+        logits = digits_model.logits(point, grad=True)[0]
+        label = int(logits.argmax())
+        found = []
+        for k in range(logits.shape[0]):
+            if k != label:
+                (grad,) = torch.autograd.grad(logits[label] - logits[k], point, retain_graph=True)
+                gap = float(logits[label] - logits[k])
+                found.append((abs(gap) / float(grad.abs().sum()), grad[0]))
+        nearest, plane = min(found, key=lambda item: item[0])
+        assert float(zeta[i]) == pytest.approx(nearest, rel=1e-4)
+        assert torch.allclose(w[i], plane, rtol=1e-4, atol=1e-6)
+    whole = arc.run(ensemble, examples, 3)
+    alone = [arc.run(ensemble, [example], 3)[0] for example in examples]
+    assert [o.queries for o in whole] == [o.queries for o in alone]
+    assert [float(ensemble.correctness(o.adversarial[None], torch.tensor([e.label]))) for o, e in zip(whole, examples)] \
+        == [float(ensemble.correctness(o.adversarial[None], torch.tensor([e.label]))) for o, e in zip(alone, examples)]
+    for a, b in zip(whole, alone):
+        torch.testing.assert_close(a.adversarial, b.adversarial, atol=1e-5, rtol=0)

@@ -100,7 +100,9 @@ class ARC(RECAttack):
 
     #: 2: η = ε/4 then ε under L2 (was ε), and equal-α members in both orders.
     #: 3: 20 iterations (the paper's K, App. B.2; was 10), and the corrected-β pass (``base_beta``).
-    version: ClassVar[int] = 3
+    #: 4: the hyperplanes from one forward pass and G backward passes (was G forward and backward
+    #: passes of the point repeated): the same planes, rounded otherwise.
+    version: ClassVar[int] = 4
     steps: int = Field(20, ge=1)
     rand_init: bool = False
     candidates: int | None = Field(None, ge=1)
@@ -211,28 +213,33 @@ class ARC(RECAttack):
         return torch.where(_per_example(keep), trial, delta), torch.where(keep, torch.minimum(value, trial_value), value)
 
     def _closest_plane(self, model, member: int, point: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """w_n and ζ_n of the closest hyperplane of ``member`` linearised at ``point`` (lines 10–16)."""
-        with torch.no_grad(), autocast(model.device, self.precision):
-            logits = model.member_logits(point, members=[member])[0].float()
-        classes = logits.shape[1]
-        count = classes - 1 if self.candidates is None else min(self.candidates, classes - 1)
-        label = logits.argmax(dim=1)
-        # The G largest logits other than m (all of them for G = C − 1), largest first.
-        others = logits.scatter(1, label.view(-1, 1), float("-inf")).argsort(dim=1, descending=True)[:, :count]
-        n = len(point)
-        rows = point.detach().repeat_interleave(count, dim=0).requires_grad_(True)
+        """w_n and ζ_n of the closest hyperplane of ``member`` linearised at ``point`` (lines 10–16).
+
+        One forward pass at the point, then one backward pass per candidate class k (the graph
+        kept between them), each giving ∇(f_m − f_k) for every example: G backward passes of n
+        rows, where a batch of the point repeated G times would also cost G forward passes."""
+        rows = point.detach().requires_grad_(True)
         with autocast(model.device, self.precision):
-            row_logits = model.member_logits(rows, grad=True, members=[member])[0].float()
-        own = label.repeat_interleave(count)
-        other = others.reshape(-1)
-        h = row_logits.gather(1, own.view(-1, 1)).squeeze(1) - row_logits.gather(1, other.view(-1, 1)).squeeze(1)
-        (w,) = torch.autograd.grad(h.sum(), rows)
-        w = w.float().nan_to_num()  # a NaN direction would be a NaN point (as in loop.run_search)
-        zeta = h.detach().abs() / _dual_norm(w, self._dual).clamp_min(1e-12)
-        zeta = zeta.view(n, count)
+            logits = model.member_logits(rows, grad=True, members=[member])[0].float()
+        values = logits.detach()
+        classes = values.shape[1]
+        count = classes - 1 if self.candidates is None else min(self.candidates, classes - 1)
+        label = values.argmax(dim=1, keepdim=True)
+        # The G largest logits other than m (all of them for G = C − 1), largest first.
+        others = values.scatter(1, label, float("-inf")).argsort(dim=1, descending=True)[:, :count]
+        n = len(point)
+        planes, gaps = [], []
+        for k in range(count):
+            other = others[:, k:k + 1]
+            select = torch.zeros_like(values).scatter(1, label, 1.0).scatter(1, other, -1.0)
+            (w,) = torch.autograd.grad(logits, rows, grad_outputs=select, retain_graph=k + 1 < count)
+            planes.append(w.float().nan_to_num())  # a NaN direction would be a NaN point (as in loop.run_search)
+            gaps.append((values.gather(1, label) - values.gather(1, other)).squeeze(1))
+        w, h = torch.stack(planes, dim=1), torch.stack(gaps, dim=1)  # n×G×…, n×G
+        zeta = h.abs() / _dual_norm(w.flatten(0, 1), self._dual).clamp_min(1e-12).view(n, count)
         nearest = zeta.argmin(dim=1)
-        chosen = torch.arange(n, device=point.device) * count + nearest
-        return w[chosen], zeta[torch.arange(n, device=point.device), nearest]
+        chosen = torch.arange(n, device=point.device)
+        return w[chosen, nearest], zeta[chosen, nearest]
 
     @property
     def _dual(self) -> int:
