@@ -192,6 +192,18 @@ CASES: list[Case] = [
          write("numbers.csv", "text,label\n12,1\n34,0\n")),
     Case("data-text-empty-cell", text_run("hf:{tmp}/texts.csv"), f"has no value in {ROW1}",
          write("texts.csv", "text,label\nhello,1\n,0\n")),
+    # An empty or blank string was scored (the model's bias on no input) and counted robust: nothing to attack.
+    Case("data-text-empty-string-jsonl", text_run("hf:{tmp}/texts.jsonl"), f"holds no text in {ROW1}",
+         write("texts.jsonl", jsonl([{"text": "good", "label": 1}, {"text": "", "label": 1}]))),
+    Case("data-text-blank-csv", text_run("hf:{tmp}/texts.csv"), f"holds only white space in {ROW0}",
+         write("texts.csv", 'text,label\n"   \t ",1\ngood,1\n')),
+    Case("data-label-double-minus", text_run("hf:{tmp}/labels.jsonl"), "label '--1' in column 'label'",
+         write("labels.jsonl", jsonl([{"text": "good", "label": "--1"}]))),
+    # A single file is one split under any name: a second split of it reads the same rows.
+    Case("data-one-file-adversary-split", text_run("hf:{tmp}/data.jsonl", "--adversary", "none,cal",
+                                                   "--adversary-split", "validation"),
+         "is one file, which is one split whatever its name, so it would read the same rows as 'test'",
+         write("data.jsonl", jsonl([{"text": "good", "label": 1}, {"text": "bad", "label": 0}]))),
     Case("data-text-null", text_run("hf:{tmp}/texts.jsonl"), "column 'text' of",
          write("texts.jsonl", jsonl([{"text": "good", "label": 1}, {"text": None, "label": 0}]))),
     Case("data-text-list", text_run("hf:{tmp}/texts.jsonl"), f"holds list ['good', 'film'] in {ROW0}, not a string",

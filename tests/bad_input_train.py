@@ -12,6 +12,10 @@ from pathlib import Path
 from bad_input_cases import Case
 from bad_input_models import as_pickle, bert, timm_dir
 
+def _d_jsonl(work: Path) -> None:
+    (work / "d.jsonl").write_text('{"text": "good film", "label": 1}\n{"text": "bad film", "label": 0}\n')
+
+
 TRAIN = ("train", "--model", "timm:test_resnet", "--dataset", "builtin:digits", "--output", "{tmp}/out")
 TEXT = ("train", "--model", "builtin:sentiment-tiny", "--dataset", "builtin:sentiment", "--output", "{tmp}/out")
 
@@ -49,6 +53,9 @@ def csv_data(work: Path) -> None:
 NO_PICKLE = "advsuite train starts only from safetensors weights (it has no --allow-pickle)"
 
 CASES: list[Case] = [
+    Case("train-one-file-val-split", ("train", "--model", "builtin:sentiment-tiny", "--dataset", "hf:{tmp}/d.jsonl",
+                                      "--split", "train", "--val-split", "validation", "--output", "{tmp}/out"),
+         "--val-split 'validation': dataset 'hf:", _d_jsonl),
     Case("train-hf-pickle-only", ("train", "--model", "hf:{tmp}/m", "--dataset", "builtin:sentiment", "--output",
                                   "{tmp}/out"), NO_PICKLE, bert(safe=False)),
     Case("train-timm-dir-pickle-only", ("train", "--model", "timm:{tmp}/m", "--dataset", "builtin:digits", "--output",

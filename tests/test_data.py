@@ -45,14 +45,16 @@ def test_builtin_eval_set_ids_are_stable(sentiment_model):
     assert len(a) == 10 and set(a.ids) <= set(b.ids) and a.size == 120
 
 
-def test_a_local_file_edited_in_place_is_read_as_it_is_now(tmp_path, sentiment_model):
+@pytest.mark.parametrize("folder", [False, True], ids=["file", "folder"])
+def test_a_local_file_edited_in_place_is_read_as_it_is_now(tmp_path, sentiment_model, folder):
     """`datasets` keys its cache on a file's path, size and modification time: a file edited in
-    place that keeps them (cp -p, rsync -a, tar x) gave its old rows, under the same fingerprint."""
+    place that keeps them (cp -p, rsync -a, tar x) gave its old rows, under the same fingerprint,
+    alone or in a folder of splits."""
     import os
 
-    path = tmp_path / "s.csv"
+    path = tmp_path / ("test.csv" if folder else "s.csv")
     path.write_text("text,label\na wonderful film,1\nan awful mess,0\n")
-    config = DatasetConfig(spec=f"hf:{path}", split="test")
+    config = DatasetConfig(spec=f"hf:{tmp_path if folder else path}", split="test")
     before = load_eval_set(config, sentiment_model.input_spec, seed=0)
     stat = path.stat()
     path.write_text("text,label\na wonderful film,0\nan awful mess,1\n")  # every label flipped, same size
@@ -224,3 +226,20 @@ def test_bad_data_is_found_before_anything_is_written(tmp_path):
     with pytest.raises(SystemExit) as caught:
         main(["evaluate", "--model", "builtin:sentiment-tiny", "--dataset", f"hf:{data}", "--output", str(out)])
     assert caught.value.code == 2 and not out.exists()
+
+
+def test_texts_past_the_model_s_tokens_are_said(tmp_path):
+    """The model reads a text's first max_length tokens, while a word-level attack searches and
+    queries all its words (one 17,000-word text held a run for an hour): the results say so."""
+    import json
+
+    import suite
+
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps({"text": "great " * 70, "label": 1}) + "\n" + json.dumps({"text": "bad food", "label": 0})
+                    + "\n")
+    results = suite.evaluate("builtin:sentiment-tiny", f"hf:{path}", attacks=["pruthi"], adversary="none")
+    assert "1 of 2 texts run past the model's 64 tokens" in " ".join(results.warnings), results.warnings
+    path.write_text(json.dumps({"text": "great " * 60, "label": 1}) + "\n")  # 62 tokens with [CLS] and [SEP]
+    short = suite.evaluate("builtin:sentiment-tiny", f"hf:{path}", attacks=["pruthi"], adversary="none")
+    assert not any("run past" in warning for warning in short.warnings), short.warnings

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from suite.data.config import DatasetConfig
-from suite.data.local import check_class_folders
+from suite.data.local import check_class_folders, content_fingerprint
 from suite.errors import DataError
 from suite.hub_probe import offline_datasets
 
@@ -20,6 +20,39 @@ FILE_BUILDERS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json"
 def looks_like_a_path(spec: str) -> bool:
     """Whether a spec with no scheme was meant as a local path (not a Hub name given without hf:)."""
     return spec.startswith((".", "/", "~")) or Path(spec).suffix.lower() in FILE_BUILDERS
+
+
+def split_fingerprint(name: str, split: str) -> str | None:
+    """The fingerprint of a local split by its bytes: a file's (:func:`content_fingerprint`), or
+    the table files a folder holds for ``split``, each by name and bytes; ``None`` for anything
+    else (an image folder, a Hub dataset: `datasets`' own fingerprint, which follows paths, sizes
+    and modification times)."""
+    import hashlib
+
+    from suite.paths import file_sha256
+
+    path = Path(name).expanduser()
+    if path.is_file():
+        return content_fingerprint(path)
+    files = sorted(_split_files(path, split)) if path.is_dir() else []
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(f"{file.relative_to(path)}\0{file_sha256(file)}\0".encode())
+    return "sha256-" + digest.hexdigest()[:16]
+
+
+def check_other_split(spec: str, split: str, other: str | None, flag: str) -> None:
+    """Refuse a second split (``flag``: ``--adversary-split``, ``--val-split``) of a dataset that is
+    one local file: a file is one split under any name, so ``other`` would read the very rows of
+    ``split`` while the results named it another split."""
+    name = spec[3:] if spec.startswith("hf:") else spec
+    if other is None or other == split or not Path(name).expanduser().is_file():
+        return
+    raise DataError(f"{flag} {other!r}: dataset {spec!r} is one file, which is one split whatever its name, so it "
+                    f"would read the same rows as {split!r}; give a folder holding a file per split (e.g. "
+                    f"{split}.csv and {other}.csv)")
 
 
 def hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:
@@ -51,7 +84,10 @@ def hf_split(name: str, config: DatasetConfig, datasets: Any) -> Any:
             _check_data_file(file)
         if not files:
             check_class_folders(path / config.split, name)
-        return _loading(name, config, lambda: datasets.load_dataset(str(path), split=config.split), local=True)
+        # Read afresh, as a single file is (above): a file edited in place inside the folder
+        # that kept its size and time gave the old rows.
+        return _loading(name, config, lambda: datasets.load_dataset(str(path), split=config.split,
+                                                                    download_mode="force_redownload"), local=True)
     if looks_like_a_path(name):
         raise DataError(f"dataset path {name!r} does not exist")
     with offline_datasets(datasets) as offline:

@@ -27,8 +27,7 @@ from suite.data.base import EvalSet, Example, InputSpec, LazyInput
 from suite.data.builtin import RawSplit
 from suite.data.config import DatasetConfig
 from suite.data.images import DatasetImage, check_image, conform_image
-from suite.data.hf_split import hf_split, looks_like_a_path
-from suite.data.local import content_fingerprint
+from suite.data.hf_split import hf_split, looks_like_a_path, split_fingerprint
 from suite.data.registry import BUILTIN_DATASETS
 from suite.errors import DataError
 
@@ -153,7 +152,7 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
         labels=labels,
         label_names=label_names or list(model.labels),
         modality=input_kind,
-        fingerprint=content_fingerprint(Path(name).expanduser()) or getattr(dataset, "_fingerprint", None) or "",
+        fingerprint=split_fingerprint(name, config.split) or getattr(dataset, "_fingerprint", None) or "",
     )
     return raw, size, {input_kind: input_column, "label": label_column}
 
@@ -167,8 +166,11 @@ def _inputs(dataset: Any, subset: Any, column: str, rows: Sequence[int], model: 
         return _image_rows(dataset, column, rows, model, datasets, name)
     values = list(subset[column])
     for row, value in zip(rows, values):
-        if kind == "text" and isinstance(value, str):
+        if kind == "text" and isinstance(value, str) and value.strip():
             continue
+        if kind == "text" and isinstance(value, str):  # as an empty CSV cell is: nothing to attack, scored all the same
+            raise DataError(f"column {column!r} of {name!r} holds {'no text' if not value else 'only white space'} in "
+                            f"{_row(row)}: a text model needs text in every row (fill it in, or drop the row)")
         if kind == "image" and isinstance(value, torch.Tensor):
             continue
         if _is_missing(value):
@@ -271,8 +273,9 @@ def _label_index(value: Any, model: InputSpec, column: str, name: str, row: int)
         lowered = {label.lower(): i for i, label in enumerate(model.labels)}
         if value.lower() in lowered:
             return lowered[value.lower()]
-        if _is_index(value.strip().lstrip("-")):
-            return int(value)
+        digits = value.strip()
+        if _is_index(digits[1:] if digits.startswith("-") else digits):  # "--1" is no integer
+            return int(digits)
     raise DataError(
         f"label {value!r} in column {column!r} of {name!r} ({_row(row)}) is neither a class index nor one of the "
         f"model's labels ({', '.join(model.labels[:10])})"

@@ -100,8 +100,14 @@ def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None,
         info["cal"] = {"temperature": result.temperature, "nll": result.nll, "nll_at_1": result.nll_at_1,
                        "evaluations": result.evaluations, "at_bound": result.at_bound}
         if result.at_bound:
-            logger.warning("%s: the NLL-optimal temperature sits at a search bound (%g); every fitting example may be "
-                           "classified correctly", prepared.name, result.temperature)
+            # At the lower bound the NLL still falls as T → 0 (every fitting example classified
+            # correctly); at the upper one it falls towards log K as the probabilities flatten
+            # (the model no better than chance there).
+            why = ("every fitting example may be classified correctly" if result.temperature < 1 else
+                   "the model may be no better than chance on its fitting examples, and the calibrated view "
+                   "is then nearly uniform")
+            logger.warning("%s: the NLL-optimal temperature sits at a search bound (%g): %s", prepared.name,
+                           result.temperature, why)
     if "platt" in config.kinds:
         platt = fit_platt(fit.logits, labels)
         info["platt"] = {"scale": list(platt.scale), "bias": list(platt.bias), "nll": platt.nll,

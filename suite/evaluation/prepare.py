@@ -18,6 +18,7 @@ import torch
 
 from suite.attacks import Attack, build_attack
 from suite.data.base import EvalSet, Example
+from suite.data.hf_split import check_other_split
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError, ResourceMissingError
 from suite.evaluation import distributed
@@ -178,6 +179,13 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         eval_set = load_eval_set(task.dataset, model.input_spec, options.seed)
     if not eval_set.examples:
         raise ConfigError(f"dataset {task.dataset.spec!r} split {task.dataset.split!r} has no examples")
+    truncated = getattr(model, "truncated", None)
+    if model.modality == "text" and truncated is not None:
+        count = truncated([example.input for example in eval_set.examples])
+        if count:  # one text of 17,000 words searched for an hour what the model never read
+            notes.append(f"{count} of {len(eval_set.examples)} texts run past the model's {model.max_length} tokens: "
+                         "the model sees only their first tokens, while the attacks search and query all their words")
+            logger.warning("%s: %s", task.name, notes[-1])
     if precision not in (None, "fp32"):
         check_precision(model, precision, eval_set.examples[0])
         notes.append(rounding_note(model, precision, attacks))
@@ -200,6 +208,7 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
         if adversary.split is None:
             fit_set = eval_set
         else:
+            check_other_split(task.dataset.spec, task.dataset.split, adversary.split, "--adversary-split")
             fit_config = task.dataset.model_copy(update={"split": adversary.split, "n": adversary.n})
             fit_set = load_eval_set(fit_config, model.input_spec, options.seed)
     identity = run_identity(task, options.seed, model, attacks, eval_set, fit_set, opt_attack,

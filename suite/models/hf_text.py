@@ -105,6 +105,12 @@ class HFTextClassifier(TorchClassifier):
         with self.serial:
             return self._text_rows(texts)
 
+    def truncated(self, texts: Sequence[str]) -> int:
+        """How many of ``texts`` run past :attr:`max_length` tokens: the model sees only their
+        first tokens, while a word-level attack still searches all of their words."""
+        encoded = self.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"]
+        return sum(len(ids) > self.max_length for ids in encoded)
+
     def _text_rows(self, texts: list[str]) -> torch.Tensor:
         rows = torch.empty(len(texts), self.num_classes)
         encoded = self.tokenizer(texts, truncation=True, max_length=self.max_length)

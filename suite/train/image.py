@@ -22,6 +22,7 @@ from suite.attacks.image.search import EVALUATION
 from suite.attacks.image.pgd import PGDL2, PGDLinf
 from suite.data.base import Example, InputSpec
 from suite.data.config import DatasetConfig
+from suite.data.hf_split import check_other_split
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError, DataError
 from suite.models import ModelConfig, load_model
@@ -59,6 +60,7 @@ class ImageTraining(Modality):
             model = TrainableImage.from_classifier(classifier)
             spec = classifier.input_spec
         examples = _examples(config, config.split, spec)
+        check_other_split(config.dataset, config.split, config.val_split, "--val-split")
         val_examples = _examples(config, config.val_split, spec) if config.val_split is not None else None
         train_examples, val_examples = split_examples(config, examples, val_examples)
         if fresh:

@@ -20,6 +20,7 @@ import torch
 from suite.calibration import calibration_metrics
 from suite.data.base import Example
 from suite.data.config import DatasetConfig
+from suite.data.hf_split import check_other_split
 from suite.data.load import load_eval_set
 from suite.errors import ConfigError, DataError
 from suite.models import Classifier, ModelConfig, load_model
@@ -50,6 +51,7 @@ class TextTraining(Modality):
                               f"{config.model!r} is a text model and is fine-tuned as it is: drop them")
         model = TrainableText.from_classifier(classifier)
         examples = _examples(config, config.split, classifier)
+        check_other_split(config.dataset, config.split, config.val_split, "--val-split")
         val_examples = _examples(config, config.val_split, classifier) if config.val_split is not None else None
         train_examples, val_examples = split_examples(config, examples, val_examples)
         return Prepared(model, train_examples, val_examples)
