@@ -59,6 +59,19 @@ WRITE_REMEDIES = {errno.ENOSPC: "free space", errno.EDQUOT: "free space or raise
                   errno.EFBIG: "raise the file-size limit (ulimit -f)"}
 
 
+#: Whether the running command clears its output first (``--overwrite``; set by the CLI): its
+#: rerun would clear what a stopped run kept, so the way to resume is to rerun it without.
+OVERWRITING = [False]
+
+
+def rerun(text: str) -> str:
+    """``text``, its "rerun the same command" made "... without --overwrite" while the running
+    command has ``--overwrite`` (:data:`OVERWRITING`)."""
+    if not OVERWRITING[0]:
+        return text
+    return text.replace("rerun the same command", "rerun the same command without --overwrite")
+
+
 class WriteError(Exception):
     """The system refused a write (``error.errno`` in :data:`WRITE_REMEDIES`): one line, exit code 1.
 
@@ -78,7 +91,7 @@ class WriteError(Exception):
         reason = self.error.strerror or str(self.error)
         remedy = WRITE_REMEDIES.get(self.error.errno, "fix that")
         return printable(" ".join(f"could not write {self.path}: {reason} (errno {self.error.errno}); "
-                                  f"{self.kept}: {remedy} and {self.then}".split()))
+                                  f"{self.kept}: {remedy} and {rerun(self.then)}".split()))
 
 
 def is_write_fault(error: BaseException) -> bool:

@@ -110,7 +110,9 @@ def test_killed_run_resumes_without_recomputing(tmp_path, stop):
             "--eps", "0.004", "--n", "24", "--batch-size", "1", "--seed", "3"]
     for attempt in range(3):
         out = tmp_path / f"killed{attempt}"
-        process, err, seen = _stop_midway(args, out, stop)
+        # Under SIGTERM the stopped command has --overwrite: its rerun would clear what it kept,
+        # so its line says to rerun without it (and the rerun below does).
+        process, err, seen = _stop_midway([*args, "--overwrite"] if stop == signal.SIGTERM else args, out, stop)
         # The signal is sent once 3 attack records are on disk. If all 24 already were when it
         # was sent, the run may have finished before it arrived, which proves nothing: try again
         # in a fresh directory. A run that finishes after a signal sent with attacks still
@@ -125,6 +127,8 @@ def test_killed_run_resumes_without_recomputing(tmp_path, stop):
         lines = [line for line in err.decode().splitlines() if said in line or "Traceback" in line]
         assert process.returncode == 128 + stop, (process.returncode, err.decode()[-2000:])
         assert len(lines) == 1 and "Traceback" not in err.decode(), err.decode()[-2000:]
+        resume = "rerun the same command without --overwrite" if stop == signal.SIGTERM else "rerun the same command to"
+        assert resume in lines[0], lines
         assert not list(out.rglob("*.tmp"))  # what it was writing is removed, or kept whole
     assert not (out / "results.json").exists()
     before = records.read_text()

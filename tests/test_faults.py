@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import suite.errors
 import suite.paths
 from suite.cli.main import main
 from suite.errors import WriteError, is_write_fault
@@ -120,6 +121,9 @@ def test_write_error_is_one_line_with_escaped_path():
     assert str(error) == ("could not write runs/x\\x1b[2J/records.jsonl: No space left on device (errno 28); "
                           "finished records are kept: free space and rerun the same command to resume")
     assert error.exit_code == 1
+    with pytest.MonkeyPatch.context() as patch:  # a command with --overwrite: its rerun would clear what is kept
+        patch.setattr(suite.errors, "OVERWRITING", [True])
+        assert str(error).endswith("free space and rerun the same command without --overwrite to resume")
     assert all(is_write_fault(OSError(number, "x")) for number in
                (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO))
     assert not is_write_fault(OSError(errno.ENOENT, "x")) and not is_write_fault(ValueError())

@@ -198,3 +198,51 @@ def test_a_changed_command_is_named_by_what_changed():
     long = {**before, "dataset": {"n": 40, "spec": "x" * 100 + "\x1b[31m"}}
     said = describe_change(before, long)
     assert said.endswith("… now") and "\x1b" not in said and len(said) < 160
+
+
+@pytest.mark.parametrize("damage", ["deleted", "empty", "cut short"])
+def test_a_lost_run_file_is_written_again_from_the_records_own_header(tmp_path, damage):
+    """Every record file opens with the SHA-256 of its run's identity: where ``run.json`` is lost
+    or damaged, the same run resumes its records (``--overwrite`` would lose them); another
+    run's records are still refused."""
+    store = RecordStore(tmp_path, {"seed": 0})
+    store.open(overwrite=False)
+    store.append([_record("a"), _record("b")])
+    store.close()
+    run_file = tmp_path / "run.json"
+    text = run_file.read_text()
+    if damage == "deleted":
+        run_file.unlink()
+    else:
+        run_file.write_text("" if damage == "empty" else text[: len(text) // 2])
+    with pytest.raises(ConfigError, match="unknown run|cannot read"):
+        RecordStore(tmp_path, {"seed": 1}).check(overwrite=False)
+    again = RecordStore(tmp_path, {"seed": 0})
+    again.check(overwrite=False)
+    again.open(overwrite=False)
+    assert again.has("clean", "a") and again.has("clean", "b")
+    again.close()
+    assert json.loads(run_file.read_text()) == {"seed": 0}
+
+
+def test_only_the_processes_own_files_are_merged_or_cleared(tmp_path):
+    """``records.rank<R>.jsonl`` exactly: a user's ``records.rank0.backup.jsonl`` or
+    ``.notes.tmp`` is neither read as a process's records nor removed, even by --overwrite."""
+    store = RecordStore(tmp_path, {"seed": 0})
+    store.open(overwrite=False)
+    store.append([_record("a")])
+    store.close()
+    backup = tmp_path / "records.rank0.backup.jsonl"
+    backup.write_text((tmp_path / "records.jsonl").read_text() + json.dumps(_record("zz")) + "\n")
+    (tmp_path / ".notes.tmp").write_text("mine")
+    again = RecordStore(tmp_path, {"seed": 0})
+    again.check(overwrite=False)
+    again.open(overwrite=False)
+    assert again.has("clean", "a") and not again.has("clean", "zz")
+    again.merge([("clean", "", "a")])
+    again.close()
+    replaced = RecordStore(tmp_path, {"seed": 1})
+    replaced.check(overwrite=True)
+    replaced.open(overwrite=True)
+    replaced.close()
+    assert backup.exists() and (tmp_path / ".notes.tmp").read_text() == "mine"

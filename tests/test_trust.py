@@ -210,7 +210,15 @@ def test_overwrite_recovers_corrupt_records_and_run_file(tmp_path, capsys):
         assert advsuite(*command, "--overwrite") == 0
         assert len(records_of(out)) == len(good.splitlines()) - 1  # all but the line naming the run
         good = (out / "records.jsonl").read_text()
+    # A damaged run.json beside records that open with this run's digest: the same command
+    # resumes them and writes run.json again. Beside another run's records: refused.
+    identity = (out / "run.json").read_text()
     (out / "run.json").write_bytes(b"\x00\xff garbage")
+    assert advsuite(*command) == 0
+    assert (out / "run.json").read_text() == identity and (out / "records.jsonl").read_text() == good
+    (out / "run.json").write_bytes(b"\x00\xff garbage")
+    header, rest = good.split("\n", 1)
+    (out / "records.jsonl").write_text(header.replace('"run": "', '"run": "0') + "\n" + rest)
     capsys.readouterr()
     assert advsuite(*command) == 2
     assert "cannot read" in one_error_line(capsys)

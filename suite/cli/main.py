@@ -21,7 +21,7 @@ from typing import NoReturn
 from suite.version import __version__
 from suite.collector import before_exit, quick_start
 from suite.cli import certify, compare, demo, evaluate, export, leaderboard, ls, prefetch, run, train, validate
-from suite.errors import SuiteError, WriteError, is_write_fault
+from suite.errors import OVERWRITING, SuiteError, WriteError, is_write_fault, rerun
 from suite.launch import launch
 from suite.lazy import DEFERRED, defer_import
 
@@ -71,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for name in DEFERRED:  # loaded on first use: `ls`, `validate` and `--help` never need torch
         defer_import(name)
     args = parse_args(argv)
+    OVERWRITING[0] = bool(getattr(args, "overwrite", False))  # its messages say to resume without it
     try:
         place = launch()
     except SuiteError as error:
@@ -131,7 +132,8 @@ def _run(args: argparse.Namespace, where: str) -> NoReturn:
         print(f"advsuite{where}: {error}", file=sys.stderr)  # the system refused a write: not a bug, one line
         sys.exit(error.exit_code)
     except KeyboardInterrupt:
-        print(f"advsuite{where}: interrupted; finished records are kept, rerun the same command to resume", file=sys.stderr)
+        print(rerun(f"advsuite{where}: interrupted; finished records are kept, rerun the same command to resume"),
+              file=sys.stderr)
         sys.exit(130)
     except MemoryError:  # a file of gigabytes read whole, say: the limit, not a bug (a traceback of 30 lines)
         _SAID.append(True)
@@ -172,8 +174,8 @@ def _shortened(message: str) -> str:
 def _failed(error: Exception, where: str) -> NoReturn:
     """A bug: keep the traceback (under the launcher, say what happened in one line first)."""
     if where:  # the launcher stops the other processes
-        print(f"advsuite{where}: failed: {type(error).__name__}: {error}; the run is stopped, finished records "
-              "are kept, rerun the same command (with any number of processes) to resume", file=sys.stderr)
+        print(rerun(f"advsuite{where}: failed: {type(error).__name__}: {error}; the run is stopped, finished records "
+                    "are kept, rerun the same command (with any number of processes) to resume"), file=sys.stderr)
     raise error
 
 
@@ -265,9 +267,10 @@ def _stopped(where: str, signum: int, frame) -> None:
         os._exit(128 + signum)
     _SAID.append(True)
     if where:
-        print(f"advsuite{where}: stopped by the launcher (another process failed or the run was cancelled); finished "
-              "records are kept, rerun the same command (with any number of processes) to resume", file=sys.stderr)
+        print(rerun(f"advsuite{where}: stopped by the launcher (another process failed or the run was cancelled); "
+                    "finished records are kept, rerun the same command (with any number of processes) to resume"),
+              file=sys.stderr)
     else:
-        print("advsuite: stopped (SIGTERM); finished records are kept, rerun the same command to resume",
+        print(rerun("advsuite: stopped (SIGTERM); finished records are kept, rerun the same command to resume"),
               file=sys.stderr)
     sys.exit(128 + signum)

@@ -24,7 +24,7 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from suite.errors import SuiteError
+from suite.errors import SuiteError, rerun
 from suite.launch import Launch, launch
 
 T = TypeVar("T")
@@ -83,9 +83,9 @@ def _peers():
     except RuntimeError as error:  # torch.distributed's DistBackendError is one
         # gloo's message starts with its source location: "[.../pair.cc:561] Connection closed by peer ..."
         cause = re.sub(r"^\[[^\]]*\]\s*", "", (str(error).strip().splitlines() or [""])[0]).split(". ")[0][:100]
-        raise PeerLost("another process stopped (its own message says why), so this one stops too; finished "
-                       "records are kept, rerun the same command (with any number of processes) to resume "
-                       f"({cause or type(error).__name__})") from None
+        raise PeerLost(rerun("another process stopped (its own message says why), so this one stops too; finished "
+                             "records are kept, rerun the same command (with any number of processes) to resume "
+                             f"({cause or type(error).__name__})")) from None
 
 
 @lru_cache(maxsize=1)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -36,19 +37,20 @@ from typing import Any
 from suite.errors import ConfigError
 from suite.evaluation.distributed import Processes
 from suite.report.record_schema import RECORDS_FILE, RUN_KIND, record_problem, run_header
-from suite.paths import (KEPT_RECORDS, RESUME, append_text, atomic_write_text, check_run_directory, lock_directory,
-                         remove_temporaries, writable_parent, writing)
+from suite.paths import (KEPT_RECORDS, RESUME, append_text, atomic_write_text, check_run_directory, is_temporary,
+                         lock_directory, remove_temporaries, writable_parent, writing)
 
 RUN_FILE = "run.json"
 RESULTS_FILE = "results.json"
 SHARD_PATTERN = "records.rank*.jsonl"
+#: A process's own file exactly (``records.rank0.backup.jsonl`` is a user's copy, never merged or removed).
+SHARD_NAME = re.compile(r"records\.rank\d+\.jsonl")
 #: Everything a run writes into its directory: ``--overwrite`` clears exactly these (never a
 #: file the suite did not write), and a directory holding only these belongs to the suite.
 SUITE_FILES = (RUN_FILE, RECORDS_FILE, RESULTS_FILE, "samples.md", "summary.png", "reliability.png",
                "opt_search.png", "robustness_curve.png", "certificate.json", "certificate.png")
 #: ``samples/`` holds the sample images and the per-attack grids (``samples/grid-<attack>.png``).
 SUITE_DIRS = ("samples",)
-SUITE_PATTERNS = (SHARD_PATTERN, ".*.tmp")
 RECORD_KINDS = ("clean", "attack", "adversary")
 #: Longest name a run writes inside its directory (``records.rank<R>.jsonl``, sample images
 #: ``samples/<attack label>/<id>.png``): the directory path leaves room for them.
@@ -58,6 +60,11 @@ PATH_MAX = 4096 - 300
 
 def record_key(record: dict[str, Any]) -> tuple[str, str, str]:
     return (record["kind"], record.get("attack", ""), record["id"])
+
+
+def _shards(directory: Path) -> list[Path]:
+    """The per-process record files in ``directory`` (:data:`SHARD_NAME`), in name order."""
+    return sorted(path for path in directory.glob(SHARD_PATTERN) if SHARD_NAME.fullmatch(path.name))
 
 
 def check_output_path(directory: Path) -> Path:
@@ -115,8 +122,16 @@ class RecordStore:
         _load(directory, self._files(), self._run)
 
     def _verify(self) -> None:
-        """The directory holds this run (or nothing at all); one clear line otherwise."""
+        """The directory holds this run (or nothing at all); one clear line otherwise.
+
+        A ``run.json`` deleted or damaged (empty, cut short) is written again when every record
+        file opens with this run's digest (:func:`~suite.report.record_schema.run_header`, the
+        SHA-256 of the identity ``run.json`` holds): those records are this run's, and a rerun of
+        the same command resumes them rather than asking for ``--overwrite``, which loses them."""
         directory, run_file = self.directory, self.directory / RUN_FILE
+        files = self._files()
+        if files and not _names_a_run(run_file) and all(_first_record(path) == self._run for path in files):
+            return
         if not run_file.exists():
             if self._files():
                 raise ConfigError(f"{str(directory)!r} holds records of an unknown run (no {RUN_FILE}); "
@@ -127,7 +142,7 @@ class RecordStore:
     def _files(self) -> list[Path]:
         """Every record file in the directory: the merged one and any per-process ones."""
         merged = self.directory / RECORDS_FILE
-        return ([merged] if merged.exists() else []) + sorted(self.directory.glob(SHARD_PATTERN))
+        return ([merged] if merged.exists() else []) + _shards(self.directory)
 
     # ----------------------------------------------------------------------------------------
     # Opening, locking, closing.
@@ -172,8 +187,8 @@ class RecordStore:
         """Remove everything the suite wrote here (and only that)."""
         for name in SUITE_FILES:
             (self.directory / name).unlink(missing_ok=True)
-        for pattern in SUITE_PATTERNS:
-            for path in self.directory.glob(pattern):
+        for path in [*_shards(self.directory), *self.directory.glob(".*.tmp")]:
+            if path.name.endswith(".jsonl") or is_temporary(path.name):  # a staged write's name exactly
                 path.unlink(missing_ok=True)
         for name in SUITE_DIRS:  # the images it wrote (samples/grid-<attack>.png, samples/<attack>/<id>.png)
             folder = self.directory / name
@@ -249,7 +264,7 @@ class RecordStore:
         lost if this is interrupted: a rerun reads all files."""
         if self.directory is None:
             return
-        shards = sorted(self.directory.glob(SHARD_PATTERN))
+        shards = _shards(self.directory)
         keys = [key for key in dict.fromkeys([*order, *sorted(self.records)]) if key in self.records]
         if not shards and keys == list(self.records):
             return
@@ -266,6 +281,26 @@ def _repair(path: Path) -> None:
     if end < len(data):
         with writing(path, KEPT_RECORDS, RESUME), open(path, "r+b") as handle:
             handle.truncate(end)
+
+
+def _names_a_run(run_file: Path) -> bool:
+    """Whether ``run_file`` holds a run's identity (a JSON mapping), whichever run's."""
+    try:
+        return isinstance(json.loads(run_file.read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError, RecursionError):
+        return False
+
+
+def _first_record(path: Path) -> Any:
+    """The first complete, non-blank line of a record file, parsed (``None`` if there is none)."""
+    try:
+        with open(path, "rb") as handle:
+            for line in handle:
+                if line.strip():
+                    return json.loads(line) if line.endswith(b"\n") else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    return None
 
 
 def _load(directory: Path, files: list[Path], header: dict[str, str]) -> dict[tuple[str, str, str], dict[str, Any]]:
