@@ -217,6 +217,20 @@ def test_class_names_that_are_neither_labels_nor_indices_are_refused(names, bad)
         _class_label_map(names, spec, "d")
 
 
+def test_a_name_the_model_s_labels_repeat_is_refused():
+    """An id2label of positive, Positive: a data label "positive" took the last class silently."""
+    from suite.data.base import InputSpec
+    from suite.data.load import _class_label_map, _label_index
+
+    spec = InputSpec("text", ("positive", "Positive", "negative"))
+    with pytest.raises(DataError, match=r"label 'POSITIVE' in column 'label' of 'd' .* names several of the "
+                                        r"model's classes \(0, 1: its labels repeat 'positive'\)"):
+        _label_index("POSITIVE", spec, "label", "d", 0)
+    with pytest.raises(DataError, match=r"class 'positive' of 'd' names several"):
+        _class_label_map(["positive", "negative"], spec, "d")
+    assert _label_index("negative", spec, "label", "d", 0) == 2 and _label_index("1", spec, "label", "d", 0) == 1
+
+
 def test_bad_data_is_found_before_anything_is_written(tmp_path):
     from suite.cli.main import main
 

@@ -212,6 +212,24 @@ def _pick_column(given: str | None, candidates: Sequence[str], columns: Sequence
     )
 
 
+def _model_classes(model: InputSpec) -> dict[str, list[int]]:
+    """The model's classes by label, case-insensitive (a name the labels repeat lists several)."""
+    classes: dict[str, list[int]] = {}
+    for index, label in enumerate(model.labels):
+        classes.setdefault(label.lower(), []).append(index)
+    return classes
+
+
+def _named(classes: dict[str, list[int]], name: str, model: InputSpec, what: str) -> int:
+    """The one class ``name`` names; refused where the model's labels repeat it (an id2label of
+    positive, positive took the last one, silently)."""
+    found = classes[name.lower()]
+    if len(found) > 1:
+        raise DataError(f"{what} names several of the model's classes ({', '.join(map(str, found))}: its labels "
+                        f"repeat {model.labels[found[0]]!r}): give class indices instead")
+    return found[0]
+
+
 def _class_label_map(names: Sequence[str], model: InputSpec, dataset: str) -> list[int]:
     """Dataset class index → model class index, when the dataset's class names say which.
 
@@ -222,9 +240,9 @@ def _class_label_map(names: Sequence[str], model: InputSpec, dataset: str) -> li
     looks like a number but is not an ASCII class index (``²``, which ``str.isdigit`` accepts),
     is refused: any mapping guessed for it could silently score against the wrong class.
     """
-    by_name = {label.lower(): i for i, label in enumerate(model.labels)}
+    by_name = _model_classes(model)
     if all(name.lower() in by_name for name in names):
-        return [by_name[name.lower()] for name in names]
+        return [_named(by_name, name, model, f"class {name!r} of {dataset!r}") for name in names]
     if all(_is_index(name) for name in names):
         return [int(name) for name in names]
     usable = [name for name in names if name.lower() in by_name or _is_index(name)]
@@ -270,9 +288,9 @@ def _label_index(value: Any, model: InputSpec, column: str, name: str, row: int)
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
-        lowered = {label.lower(): i for i, label in enumerate(model.labels)}
+        lowered = _model_classes(model)
         if value.lower() in lowered:
-            return lowered[value.lower()]
+            return _named(lowered, value, model, f"label {value!r} in column {column!r} of {name!r} ({_row(row)})")
         digits = value.strip()
         if _is_index(digits[1:] if digits.startswith("-") else digits):  # "--1" is no integer
             return int(digits)
