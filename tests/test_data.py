@@ -250,8 +250,8 @@ def test_texts_past_the_model_s_tokens_are_said(tmp_path):
     import suite
 
     path = tmp_path / "long.jsonl"
-    path.write_text(json.dumps({"text": "great " * 70, "label": 1}) + "\n" + json.dumps({"text": "bad food", "label": 0})
-                    + "\n")
+    rows = [{"text": "great " * 70, "label": 1}, {"text": "bad food", "label": 0}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     results = suite.evaluate("builtin:sentiment-tiny", f"hf:{path}", attacks=["pruthi"], adversary="none")
     assert "1 of 2 texts run past the model's 64 tokens" in " ".join(results.warnings), results.warnings
     path.write_text(json.dumps({"text": "great " * 60, "label": 1}) + "\n")  # 62 tokens with [CLS] and [SEP]

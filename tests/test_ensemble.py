@@ -415,7 +415,9 @@ def test_arc_s_planes_are_each_class_s_gradient_and_batch_size_independent(digit
     whole = arc.run(ensemble, examples, 3)
     alone = [arc.run(ensemble, [example], 3)[0] for example in examples]
     assert [o.queries for o in whole] == [o.queries for o in alone]
-    assert [float(ensemble.correctness(o.adversarial[None], torch.tensor([e.label]))) for o, e in zip(whole, examples)] \
-        == [float(ensemble.correctness(o.adversarial[None], torch.tensor([e.label]))) for o, e in zip(alone, examples)]
+    def levels(outputs):
+        return [float(ensemble.correctness(o.adversarial[None], torch.tensor([e.label]))) for o, e in zip(outputs, examples)]
+
+    assert levels(whole) == levels(alone)
     for a, b in zip(whole, alone):
         torch.testing.assert_close(a.adversarial, b.adversarial, atol=1e-5, rtol=0)

@@ -14,8 +14,8 @@ torchattacks' ``Square`` (3.3.0 to 3.5.1) is the official code of 2020. The offi
    the sums).
 2. **The square's side capped at the image's smaller side** (official 8c86d6f), under both norms.
    Without it a non-square image's first squares (side √(p·h·w)) can be taller than the image:
-   the window is cut at the edge and the search loses part of its step. Square images never
-   reach the cap (p ≤ 1 and the side is rounded down to at most the side), so nothing changes there.
+   the window is cut at the edge and the search loses part of its step. Square images reach the
+   cap only from p = 1 under L2 (an even side made odd); at AutoAttack's p_init of 0.8 never.
 
 Everything else is torchattacks' own: the random draws, in the same order (the global generator,
 which the caller seeds), the schedule of p, the margin loss and the acceptance rule. On square
@@ -45,7 +45,8 @@ def official_square(torchattacks) -> type:
 def side(p: float, height: int, width: int, channels: int, l2: bool) -> int:
     """The side of the next square: ⌊√(p·h·w)⌉, at least 1 (L∞) or an odd number ≥ 3 (L2), and
     at most min(h, w) (fix 2; torchattacks has no cap)."""
-    size = max(int(round(math.sqrt(p * (channels * height * width) / channels))), 3 if l2 else 1)  # torchattacks' rounding
+    # p·(c·h·w)/c, not p·h·w: torchattacks' rounding, so that uncapped sides are its sides
+    size = max(int(round(math.sqrt(p * (channels * height * width) / channels))), 3 if l2 else 1)
     if l2 and size % 2 == 0:
         size += 1
     return min(size, height, width)
@@ -150,7 +151,8 @@ def _l2_candidate(attack: Any, x: Any, best: Any, size: int) -> Any:
     new *= attack.eta(size).view(1, 1, size, size) * attack.random_choice([x.shape[0], x.shape[1], 1, 1])
     new += delta[:, :, top:top + size, left:left + size] / (1e-12 + old_norms)
     # ε² squared in float32, as torchattacks does, so that one channel gives its bits
-    left_over = torch.max((attack.eps * torch.ones_like(image_norms)) ** 2 - image_norms ** 2, torch.zeros_like(image_norms))
+    budget = (attack.eps * torch.ones_like(image_norms)) ** 2
+    left_over = torch.max(budget - image_norms ** 2, torch.zeros_like(image_norms))
     new = new / (1e-12 + (new ** 2).sum(dim=(-2, -1), keepdim=True).sqrt()) * (
         left_over / x.shape[1] + windows ** 2).sqrt()
     delta[:, :, top2:top2 + size, left2:left2 + size] = 0.0
