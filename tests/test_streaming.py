@@ -212,3 +212,51 @@ def test_tensors_are_pixels_in_a_known_range():
         conform_image(pixels.float(), (1, 16, 16))
     with pytest.raises(DataError, match="NaN or infinite pixels"):
         conform_image(torch.full((1, 16, 16), float("nan")), (1, 16, 16))
+
+
+def test_colour_to_grey_is_one_rule_and_other_channel_counts_are_refused(tmp_path):
+    """A pure red image became 0.298 from a file (PIL's luma) and 0.333 from a tensor (the
+    channels' mean): both are luma now. A channel count neither 1 nor 3 is one line (it was a
+    ValueError deep in the model's forward pass)."""
+    from PIL import Image
+
+    from suite.data.images import conform_image
+
+    red = torch.zeros(3, 8, 8)
+    red[0] = 1.0
+    Image.new("RGB", (8, 8), (255, 0, 0)).save(tmp_path / "red.png")
+    from_file = conform_image(Image.open(tmp_path / "red.png"), (1, 8, 8))
+    from_tensor = conform_image(red, (1, 8, 8))
+    assert torch.allclose(from_file, from_tensor, atol=1 / 255) and abs(float(from_tensor.mean()) - 0.299) < 1e-6
+    assert torch.equal(conform_image(red[:1], (3, 8, 8)), red[:1].expand(3, -1, -1))
+    with pytest.raises(DataError, match="has 1 channels and the model takes 2"):
+        conform_image(red[:1], (2, 8, 8))
+    with pytest.raises(DataError, match="is an image file, whose pixels are grey or RGB, and the model takes 2"):
+        conform_image(Image.open(tmp_path / "red.png"), (2, 8, 8))
+
+
+def test_an_image_is_turned_as_its_exif_orientation_says(tmp_path):
+    """`datasets` decodes a JPEG as its camera recorded it; the suite read the stored pixels, so
+    rotated photos were scored sideways (12.5 % for 100 % on rotated digits)."""
+    from PIL import Image
+
+    from suite.data.images import conform_image
+
+    image = Image.new("L", (16, 8), 0)
+    image.paste(255, (0, 0, 8, 8))  # left half white, stored 16 wide and 8 high
+    exif = image.getexif()
+    exif[0x0112] = 6  # Orientation: rotate 90° clockwise to view
+    image.save(tmp_path / "turned.png", exif=exif)
+    seen = conform_image(Image.open(tmp_path / "turned.png"), (1, 16, 8))  # viewed: 8 wide, 16 high
+    assert seen.shape == (1, 16, 8)
+    assert float(seen[0, :8].mean()) > 0.9 and float(seen[0, 8:].mean()) < 0.1  # the white half on top
+
+
+def test_an_image_path_that_is_no_regular_file_is_one_line(tmp_path):
+    import os
+
+    from suite.data.images import open_image
+
+    os.mkfifo(tmp_path / "pipe.png")
+    with pytest.raises(DataError, match="is not a regular file"):
+        open_image({"path": str(tmp_path / "pipe.png"), "bytes": None}, "image", "d")

@@ -8,6 +8,8 @@ save nothing.
 from __future__ import annotations
 
 import hashlib
+import math
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +45,11 @@ def in_memory_eval_set(inputs: Sequence[str] | torch.Tensor, labels: Sequence[in
         n: Evaluate a seeded subsample of n examples (ids stay the row positions).
         seed: Seed of that subsample.
     """
-    labels = [_label(label) for label in (labels.tolist() if isinstance(labels, torch.Tensor) else labels)]
+    if isinstance(labels, torch.Tensor) and labels.is_meta or isinstance(inputs, torch.Tensor) and inputs.is_meta:
+        raise DataError("the inputs or labels are on the meta device (they hold no values): pass real tensors")
+    if isinstance(inputs, torch.Tensor):
+        inputs = inputs.detach()  # images that require grad: read as values, without torch's warning
+    labels = [_label(label) for label in (labels.tolist() if hasattr(labels, "tolist") else labels)]  # numpy's too
     if model.modality == "text":
         if isinstance(inputs, (str, torch.Tensor)) or not all(isinstance(text, str) for text in inputs):
             raise DataError(f"{model.name!r} is a text model: pass its inputs as a list of strings")
@@ -69,6 +75,6 @@ def in_memory_eval_set(inputs: Sequence[str] | torch.Tensor, labels: Sequence[in
 def _label(value: object) -> int:
     """A class index: a whole number (``int(0.5)`` was 0: a fractional label silently became
     another class, where a file's is refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value != int(value):
         raise DataError(f"label {value!r} is not a class index (a whole number)")
     return int(value)

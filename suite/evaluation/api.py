@@ -99,16 +99,19 @@ def evaluate(
         options = replace(options, output=Path(output))
     if options.command is None:
         options = replace(options, command="suite.evaluate(...)")
-    classifier, model_config = resolve_model(model, dataset)
-    classifier, eval_set, dataset_config = resolve_data(dataset, classifier, model_config, split=split, n=n,
-                                                        seed=options.seed)
-    try:
-        task = TaskConfig(name="evaluate", model=model_config, dataset=dataset_config,
-                          attacks=attack_configs(attacks, eps), eps=radii(eps), norm=norm,
-                          precision=precision, adversary=_adversary(adversary))
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error)) from error
-    return execute(prepare(task, options, model=classifier, eval_set=eval_set))
+    from suite.models.wrap import lent
+
+    with lent(model):  # the caller's model in eval mode for the run, and as it was after
+        classifier, model_config = resolve_model(model, dataset)
+        classifier, eval_set, dataset_config = resolve_data(dataset, classifier, model_config, split=split, n=n,
+                                                            seed=options.seed)
+        try:
+            task = TaskConfig(name="evaluate", model=model_config, dataset=dataset_config,
+                              attacks=attack_configs(attacks, eps), eps=radii(eps), norm=norm,
+                              precision=precision, adversary=_adversary(adversary))
+        except ValidationError as error:
+            raise ConfigError(format_validation_error(error)) from error
+        return execute(prepare(task, options, model=classifier, eval_set=eval_set))
 
 
 def attack_configs(attacks: Iterable[str | Mapping[str, Any]] | None, eps: float | Sequence[float] | None = None,

@@ -95,31 +95,34 @@ def certify(
     directory = None if output is None else Path(output)
     if directory is not None:
         check_output(directory)  # before anything loads or runs
-    classifier, model_config = resolve_model(model, data, device=device)
-    if classifier is None:
-        refuse_by_spec(model_config.spec)  # before loading: a text model or an ensemble needs no download
-    if data is None:
-        data = _default_dataset(model_config.spec)
-    classifier, eval_set, dataset_config = resolve_data(data, classifier, model_config, split=split, n=n, seed=seed)
-    classifier = classifier if classifier is not None else load_model(model_config)
-    refuse_uncertifiable(classifier)
-    if eval_set is None:
-        eval_set = load_eval_set(dataset_config, classifier.input_spec, seed)
-    if not eval_set.examples:
-        raise ConfigError(f"dataset {dataset_config.spec!r} split {dataset_config.split!r} has no examples")
-    refuse_randomized(classifier, eval_set.examples)
-    if directory is not None and not overwrite:
-        check_replaces(directory, classifier.info.name, dataset_config.spec, dataset_config.split)
-    with long_lived_frozen():  # the modules, model and data out of the collector's scans
-        report = certification_report(classifier, eval_set.examples, norm=norm, loss=loss, eps=list(budgets),
-                                      boxed=boxed, attacks=attacks, seed=seed)
-    report["dataset"] = {"spec": dataset_config.spec, "split": dataset_config.split, "n": len(eval_set.examples),
-                         "fingerprint": eval_set.fingerprint}
-    if directory is not None:
-        from suite.report.certificates import write_certificate
+    from suite.models.wrap import lent
 
-        write_certificate(report, directory)
-    return report
+    with lent(model):  # the caller's model in eval mode for the run, and as it was after
+        classifier, model_config = resolve_model(model, data, device=device)
+        if classifier is None:
+            refuse_by_spec(model_config.spec)  # before loading: a text model or an ensemble needs no download
+        if data is None:
+            data = _default_dataset(model_config.spec)
+        classifier, eval_set, dataset_config = resolve_data(data, classifier, model_config, split=split, n=n, seed=seed)
+        classifier = classifier if classifier is not None else load_model(model_config)
+        refuse_uncertifiable(classifier)
+        if eval_set is None:
+            eval_set = load_eval_set(dataset_config, classifier.input_spec, seed)
+        if not eval_set.examples:
+            raise ConfigError(f"dataset {dataset_config.spec!r} split {dataset_config.split!r} has no examples")
+        refuse_randomized(classifier, eval_set.examples)
+        if directory is not None and not overwrite:
+            check_replaces(directory, classifier.info.name, dataset_config.spec, dataset_config.split)
+        with long_lived_frozen():  # the modules, model and data out of the collector's scans
+            report = certification_report(classifier, eval_set.examples, norm=norm, loss=loss, eps=list(budgets),
+                                          boxed=boxed, attacks=attacks, seed=seed)
+        report["dataset"] = {"spec": dataset_config.spec, "split": dataset_config.split, "n": len(eval_set.examples),
+                             "fingerprint": eval_set.fingerprint}
+        if directory is not None:
+            from suite.report.certificates import write_certificate
+
+            write_certificate(report, directory)
+        return report
 
 
 def refuse_by_spec(spec: str) -> None:

@@ -22,6 +22,7 @@ key for ``hf:``/``timm:`` models, which ``advsuite train`` writes into its outpu
 from __future__ import annotations
 
 import logging
+import reprlib
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +127,13 @@ def card_threat_model(text: str, where: str) -> Threat | None:
             raise ValueError
         return Threat(norm=declared["norm"], eps=float(declared["eps"]))
     except (ValueError, TypeError, ValidationError):
-        raise ConfigError(f"the model card of {where} has a bad threat_model: {declared!r} (expected "
+        # A bounded repr: YAML aliases nest a few bytes into a value whose repr runs to gigabytes
+        # (9 levels of 9 aliases: the message grew until memory ran out).
+        bounded = reprlib.Repr()
+        bounded.maxlevel, bounded.maxdict, bounded.maxlist, bounded.maxstring, bounded.maxother = 3, 4, 4, 60, 60
+        shown = bounded.repr(declared)
+        shown = shown if len(shown) <= 120 else shown[:120] + "..."
+        raise ConfigError(f"the model card of {where} has a bad threat_model: {shown} (expected "
                           "{norm: linf or l2, eps: a number >= 0})") from None
 
 

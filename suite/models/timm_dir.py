@@ -90,12 +90,18 @@ class TimmDirConfig(BaseModel):
         return {key: value for key, value in kwargs.items() if value is not None} | self.model_args
 
 
+#: The largest ``config.json`` read (label names for 100,000 classes fit many times over).
+CONFIG_BYTES = 16 * 2**20
+
+
 def read_dir_config(directory: Path) -> TimmDirConfig:
     """The validated ``config.json`` of a timm model directory (one-line errors)."""
     path = directory / "config.json"
     try:
+        if path.is_file() and path.stat().st_size > CONFIG_BYTES:  # read whole: 200 MB took 1 GB of memory
+            raise ConfigError(f"{str(path)!r} holds {path.stat().st_size:,} bytes: a timm config is a few KB")
         meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:  # [[[…]]] 100,000 deep
         raise ConfigError(f"{str(directory)!r} is not a timm model directory: it needs a config.json (JSON with "
                           f"'architecture'); reading it gave: {first_line(error)}") from error
     if not isinstance(meta, dict):
