@@ -416,7 +416,8 @@ def test_arc_s_planes_are_each_class_s_gradient_and_batch_size_independent(digit
     alone = [arc.run(ensemble, [example], 3)[0] for example in examples]
     assert [o.queries for o in whole] == [o.queries for o in alone]
     def levels(outputs):
-        return [float(ensemble.correctness(o.adversarial[None], torch.tensor([e.label]))) for o, e in zip(outputs, examples)]
+        return [float(ensemble.correctness(output.adversarial[None], torch.tensor([example.label])))
+                for output, example in zip(outputs, examples)]
 
     assert levels(whole) == levels(alone)
     for a, b in zip(whole, alone):

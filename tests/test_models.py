@@ -100,6 +100,19 @@ def test_timm_checkpoint_class_mismatch_is_one_line_with_the_fix(tmp_path):
     )
 
 
+def test_timm_checkpoint_of_integer_weights_is_refused_not_cast(tmp_path):
+    """int32 or bool tensors of the right shapes were cast into the float weights: 0 % silently."""
+    from safetensors.torch import load_file
+
+    _timm_reference(tmp_path)
+    checkpoint = tmp_path / "timm-dir" / "model.safetensors"
+    state = load_file(checkpoint)
+    state["fc.weight"] = state["fc.weight"].to(torch.int32)
+    broken = save_safetensors(tmp_path / "ints.safetensors", state)
+    with pytest.raises(ConfigError, match="fc.weight holds int32 values where the model has floating-point weights"):
+        load_model(ModelConfig(spec="timm:test_resnet", checkpoint=str(broken)))
+
+
 def test_timm_checkpoint_from_another_architecture_names_a_tensor(tmp_path):
     checkpoint = save_safetensors(tmp_path / "one-channel.safetensors", tiny_timm(3, in_chans=1).state_dict())
     with pytest.raises(ConfigError, match=r"conv1.*has shape \(\d+, 1, \d+, \d+\) in the checkpoint"):

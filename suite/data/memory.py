@@ -75,6 +75,7 @@ def in_memory_eval_set(inputs: Sequence[str] | torch.Tensor, labels: Sequence[in
 def _label(value: object) -> int:
     """A class index: a whole number (``int(0.5)`` was 0: a fractional label silently became
     another class, where a file's is refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or value != int(value):
         raise DataError(f"label {value!r} is not a class index (a whole number)")
     return int(value)

@@ -184,6 +184,12 @@ def _fit(model: nn.Module, state: dict[str, torch.Tensor], what: str, target: st
         elif len(wrong) > 1:
             message += f" ({len(wrong)} tensors differ: was it saved from another architecture?)"
         raise ConfigError(message)
+    kinds = {key: value.is_floating_point() for key, value in model.state_dict().items()}
+    cast = [key for key in expected if key in state and kinds[key] and not state[key].is_floating_point()]
+    if cast:  # int32 or bool tensors copied into float weights: a model of garbage, scored 0 % silently
+        held = str(state[cast[0]].dtype).removeprefix("torch.")
+        raise ConfigError(f"{what} does not fit {target}: {cast[0]} holds {held} values where the model has "
+                          "floating-point weights")
     missing = [key for key in expected if key not in state]
     unexpected = [key for key in state if key not in expected]
     if missing or unexpected:
