@@ -407,7 +407,7 @@ def test_arc_s_planes_are_each_class_s_gradient_and_batch_size_independent(digit
         for k in range(logits.shape[0]):
             if k != label:
                 (grad,) = torch.autograd.grad(logits[label] - logits[k], point, retain_graph=True)
-                gap = float(logits[label] - logits[k])
+                gap = float((logits[label] - logits[k]).detach())
                 found.append((abs(gap) / float(grad.abs().sum()), grad[0]))
         nearest, plane = min(found, key=lambda item: item[0])
         assert float(zeta[i]) == pytest.approx(nearest, rel=1e-4)
