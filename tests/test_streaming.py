@@ -260,3 +260,20 @@ def test_an_image_path_that_is_no_regular_file_is_one_line(tmp_path):
     os.mkfifo(tmp_path / "pipe.png")
     with pytest.raises(DataError, match="is not a regular file"):
         open_image({"path": str(tmp_path / "pipe.png"), "bytes": None}, "image", "d")
+
+
+def test_an_image_over_pil_s_bomb_warning_is_said_once_in_a_line(tmp_path, caplog, recwarn):
+    """PIL's DecompressionBombWarning (89 M pixels and more) reached stderr raw, two lines each
+    time the image was read."""
+    from PIL import Image
+
+    from suite.data.images import open_image
+
+    Image.new("L", (9500, 9500)).save(tmp_path / "large.png")  # 90,250,000 pixels
+    item = {"path": str(tmp_path / "large.png"), "bytes": None}
+    with caplog.at_level("WARNING", logger="suite.data.images"):
+        for _ in range(2):
+            open_image(item, "image", "d").close()
+    said = [record.getMessage() for record in caplog.records if "decompression bomb" in record.getMessage()]
+    assert len(said) == 1 and "90,250,000 pixels" in said[0]
+    assert not [warning for warning in recwarn if issubclass(warning.category, Image.DecompressionBombWarning)]

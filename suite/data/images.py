@@ -11,7 +11,9 @@ decode gives, bit for bit, so a run's numbers (and its data fingerprint) do not 
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
 from dataclasses import dataclass, field
 from io import BytesIO
 from typing import Any
@@ -20,6 +22,8 @@ import torch
 
 from suite.data.base import LazyInput
 from suite.errors import DataError
+
+logger = logging.getLogger(__name__)
 
 
 #: PIL's modes of 16-bit grey pixels (PNG, TIFF). PIL's ``convert("L")`` clips them at 255
@@ -148,6 +152,10 @@ class DatasetImage(LazyInput):
             image.close()
 
 
+#: Images said to be over PIL's bomb warning (once each).
+_LARGE: set[str] = set()
+
+
 def open_image(item: dict[str, Any] | None, column: str, dataset: str) -> Any:
     """The PIL image of a not-decoded cell (``{"path", "bytes"}``), header read, pixels not yet."""
     from PIL import Image
@@ -158,9 +166,18 @@ def open_image(item: dict[str, Any] | None, column: str, dataset: str) -> Any:
             and not os.path.isfile(item["path"]):  # a FIFO's open waited for a writer forever
         raise DataError(f"image {item['path']!r} of {dataset!r} is not a regular file")
     try:
-        return Image.open(BytesIO(item["bytes"]) if item.get("bytes") else item["path"])
+        with warnings.catch_warnings(record=True) as caught:  # PIL's two raw lines on stderr, each time it is read
+            warnings.simplefilter("always", Image.DecompressionBombWarning)
+            image = Image.open(BytesIO(item["bytes"]) if item.get("bytes") else item["path"])
     except Exception as error:  # noqa: BLE001 - PIL raises many types for a bad file (a bomb too)
         raise _unreadable(item, dataset, error) from None
+    name = _name(item, dataset)
+    if any(issubclass(warning.category, Image.DecompressionBombWarning) for warning in caught) and name not in _LARGE:
+        _LARGE.add(name)
+        logger.warning("%s has %s pixels (over PIL's %s, where it warns of a decompression bomb): it is decoded "
+                       "whole each time it is read", name, f"{image.width * image.height:,}",
+                       f"{Image.MAX_IMAGE_PIXELS:,}")
+    return image
 
 
 def check_image(item: dict[str, Any] | None, column: str, dataset: str) -> None:
