@@ -35,7 +35,7 @@ import time
 import torch
 
 from suite.attacks import build_attack
-from suite.attacks.image.baselines import import_torchattacks
+from suite.attacks.image.torchattacks_driver import import_torchattacks
 from suite.attacks.image.query_counting import QueryCountingModule
 from suite.losses import cross_entropy
 from suite.data.config import DatasetConfig

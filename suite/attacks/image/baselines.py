@@ -1,5 +1,5 @@
 """Classic baselines through torchattacks: APGD-CE and APGD-T (``ta_apgd_ce``, ``ta_apgd_t``:
-cross-checks of the suite's own :mod:`.apgd`), FAB-T, Square and AutoAttack.
+cross-checks of the suite's own :mod:`.apgd`), FAB-T and AutoAttack (Square: :mod:`.square`).
 
 The attacks themselves are torchattacks' (Kim, "Torchattacks: A PyTorch Repository for
 Adversarial Attacks", 2020); this module adapts our :class:`~suite.models.base.Classifier` to the
@@ -62,115 +62,21 @@ listing and validating attacks stays fast.
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from suite.attacks.base import Access, Attack, AttackOutput, Threat, register_attack
-from suite.attacks.image.driver import image_outputs, with_default_eps
-from suite.attacks.image.norms import NORMS
+from suite.attacks.base import AttackOutput, register_attack
+from suite.attacks.image.square import Square
+from suite.attacks.image.torchattacks_driver import TorchattacksAttack
 from suite.data.base import Example
-from suite.errors import ConfigError, ResourceMissingError
-from suite.models.base import Classifier, decide
-from suite.progress import progress_bar
-from suite.seeding import example_generator, example_seed, global_rng_seeded
-from suite.threat import MAX_RADIUS
+from suite.errors import ConfigError
+from suite.models.base import Classifier
 
 if TYPE_CHECKING:
     import torch
-    from torch import nn
-
-#: The extra ``baselines`` pins torchattacks 3.3.0: 3.4.0 and later pin requests~=2.25.1 (never
-#: imported), which conflicts with datasets' requests>=2.32.2 (pip would downgrade both);
-#: 3.3.0 declares no dependencies, and its APGD, APGD-T, FAB and Square are 3.5.1's code
-#: (checked: the same outputs and query counts on builtin:digits-cnn).
-INSTALL_HINT = "pip install 'advsuite[baselines]' (or: pip install torchattacks==3.3.0)"
-
-
-def import_torchattacks():
-    try:
-        import torchattacks
-    except ImportError as error:
-        raise ResourceMissingError(f"the baseline attacks need torchattacks: {INSTALL_HINT}") from error
-    return torchattacks
-
-
-class TorchattacksAttack(Attack):
-    """Shared driver for the torchattacks baselines (L∞ or L2, pixels in [0, 1])."""
-
-    modality: ClassVar[str] = "image"
-
-    norm: Literal["linf", "l2"] = "linf"
-    eps: float = Field(8 / 255, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _eps_for_norm(cls, data: Any) -> Any:
-        return with_default_eps(data)
-
-    @property
-    def threat(self) -> Threat:
-        return Threat(norm=self.norm, eps=self.eps)
-
-    def check_resources(self) -> None:
-        """Refuse, before anything runs, when torchattacks is not installed (found without importing it)."""
-        if importlib.util.find_spec("torchattacks") is None:
-            raise ResourceMissingError(f"attack {self.name!r} needs torchattacks, which is not installed: {INSTALL_HINT}")
-
-    @property
-    def torchattacks_norm(self) -> str:
-        return {"linf": "Linf", "l2": "L2"}[self.norm]
-
-    def _build(self, torchattacks, module: nn.Module, num_classes: int, seed: int) -> Any:
-        raise NotImplementedError
-
-    def max_calls(self, num_classes: int) -> int:
-        """The most forward passes torchattacks makes on one batch (the progress bar's total)."""
-        raise NotImplementedError
-
-    def _check_classes(self, num_classes: int) -> None:
-        pass
-
-    def _canvas(self, x: torch.Tensor) -> torch.Tensor:
-        """The images the torchattacks attack works on (the module crops back to ``x``'s size)."""
-        return x
-
-    def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
-        return self._attack(model, examples, seed)[0]
-
-    def _attack(self, model: Classifier, examples: Sequence[Example], seed: int,
-                desc: str | None = None) -> tuple[list[AttackOutput], torch.Tensor]:
-        """The outputs, and the model's predictions on them (AutoAttack passes on what is unbroken).
-
-        The attack checks its final inputs once (one query): torchattacks' verdict may not survive
-        the exact projection onto the ε-ball below. ``desc`` labels the progress bar.
-        """
-        import torch
-
-        from suite.attacks.image.query_counting import QueryCountingModule
-
-        torchattacks = import_torchattacks()
-        start = time.perf_counter()
-        num_classes = len(model.labels)
-        self._check_classes(num_classes)
-        x = torch.stack([example.input for example in examples]).to(model.device, torch.float32)
-        y = torch.tensor([example.label for example in examples], device=model.device)
-        batch_seed = example_seed(seed, self.name, *(example.id for example in examples))
-        label = f"{desc or self.name} ({len(examples)} ex)"
-        with progress_bar(self.max_calls(num_classes), label, unit="call") as bar, global_rng_seeded(batch_seed):
-            height, width = x.shape[-2:]
-            module = QueryCountingModule(model, x, on_call=bar.update, size=(height, width))
-            attack = self._build(torchattacks, module, num_classes, batch_seed % 2**31)
-            adversarial = attack(self._canvas(x), y).detach()[..., :height, :width]
-        # Keep the ε-ball and the box exact whatever rounding the attack did.
-        delta = NORMS[self.norm].project(adversarial - x, self.eps)
-        adversarial = (x + delta).clamp(0.0, 1.0)
-        predictions = decide(model.logits(adversarial), y)
-        outputs = image_outputs(NORMS[self.norm], x, adversarial, module.queries + 1, time.perf_counter() - start)
-        return outputs, predictions
 
 
 def _need_four_classes(name: str, num_classes: int) -> None:
@@ -273,67 +179,6 @@ class FABT(_TargetedBaseline):
         return torchattacks.FAB(
             module, norm=self.torchattacks_norm, eps=self.eps, steps=self.steps, n_restarts=self.restarts,
             seed=seed, multi_targeted=True, n_classes=min(num_classes, self.targets + 1),
-        )
-
-
-@register_attack("square")
-class Square(TorchattacksAttack):
-    """Square Attack (Andriushchenko et al. 2020), score-based black-box: torchattacks.Square with
-    the official code's search (:mod:`.square_search`: L2 windows per channel, the side capped).
-
-    Defaults as in AutoAttack: 5000 queries, p_init 0.8, margin loss, no rescaled schedule.
-    ``sampled: true`` (randomized ensembles only) queries the ensemble as deployed: each query is
-    answered by one member, drawn from a generator seeded per example (one example at a time),
-    as a black-box attacker would see it; the default queries its mean probabilities.
-    """
-
-    access: ClassVar[Access] = "black-box"
-    version: ClassVar[int] = 2  # 2: the official search (windows per channel under L2, side capped)
-
-    queries: int = Field(5000, ge=1)
-    p_init: float = Field(0.8, gt=0, le=1)
-    sampled: bool = False
-
-    def check_model(self, model: Classifier) -> None:
-        from suite.models.ensemble import is_ensemble
-
-        if self.sampled and not is_ensemble(model):
-            raise ConfigError(f"square: sampled applies to randomized ensembles; {model.info.name!r} is not one")
-
-    def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
-        if not self.sampled:
-            return super().run(model, examples, seed)
-        from suite.models.ensemble import Served
-
-        self.check_model(model)
-        return [self._attack(Served(model, example_generator(seed, self.name, "served", example.id)), [example],
-                             seed)[0][0] for example in examples]
-
-    def budget(self, num_classes: int | None = None) -> dict[str, Any]:
-        return {"max_queries": self.queries + 2, "restarts": 1}
-
-    def max_calls(self, num_classes: int) -> int:
-        return self.queries + 3  # the clean check, the initial margin, then one pass per query
-
-    def _canvas(self, x: torch.Tensor) -> torch.Tensor:
-        # torchattacks' (and the official) L2 initialisation tiles the image with ⌊H/5⌋-pixel
-        # squares and loops ⌊H/s⌋ times: an image under 5×5 divides by zero. Pad such images with
-        # zeros to 5×5; the classifier sees only the top-left H×W, so the padding cannot help
-        # the attack, and the perturbation of the image is at most ε (the L2 budget spent on
-        # padding only makes the search weaker, never unsound).
-        import torch
-
-        height, width = x.shape[-2:]
-        if min(height, width) >= 5:
-            return x
-        return torch.nn.functional.pad(x, (0, max(0, 5 - width), 0, max(0, 5 - height)))
-
-    def _build(self, torchattacks, module, num_classes, seed):
-        from suite.attacks.image.square_search import official_square
-
-        return official_square(torchattacks)(
-            module, norm=self.torchattacks_norm, eps=self.eps, n_queries=self.queries, n_restarts=1,
-            p_init=self.p_init, seed=seed, resc_schedule=False,
         )
 
 

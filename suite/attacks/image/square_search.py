@@ -71,13 +71,13 @@ def search(attack: Any, x: Any, y: Any) -> tuple[Any, Any]:
             best = torch.clamp(x + attack.eps * attack.random_choice([x.shape[0], channels, 1, width]), 0.0, 1.0)
         margin_min, loss_min = attack.margin_and_loss(best, y)
         queries = torch.ones(x.shape[0], device=x.device)
+        propose = _l2_candidate if l2 else _linf_candidate
         for step in range(attack.n_queries):
             live = (margin_min > 0.0).nonzero().flatten()
             if len(live) == 0:
                 break
             x_live, best_live, y_live = x[live], best[live], y[live]
             size = side(attack.p_selection(step), height, width, channels, l2)
-            propose = _l2_candidate if l2 else _linf_candidate
             candidate = propose(attack, x_live, best_live, size)
             margin, loss = attack.margin_and_loss(candidate, y_live)
             # torchattacks blends with 0/1 weights (w·new + (1 − w)·old); where() gives the same values.

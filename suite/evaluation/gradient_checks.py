@@ -1,0 +1,110 @@
+"""The checks of an evaluation that read the input gradient itself (see :mod:`.checks`, which
+runs them): zero, NaN or infinite gradients at the examples, in each precision a white-box
+attack searches in; and a gradient that vanishes only on the edge of the pixel box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from suite.attacks import Attack
+from suite.data.base import Example
+from suite.losses import cross_entropy
+from suite.models.base import Classifier
+
+#: Examples used by the checks that run the model (enough to see a pattern, cheap to run).
+CHECK_EXAMPLES = 16
+
+
+def check_zero_gradients(model: Classifier, examples: Sequence[Example],
+                         attacks: Mapping[str, Attack] | None = None) -> list[str]:
+    """Warn when the cross-entropy gradient with respect to the input is exactly zero, or NaN or
+    infinite.
+
+    Zero gradients (saturated softmax, non-differentiable preprocessing, an overconfident model)
+    make gradient attacks report robustness that is not there (AutoAttack's
+    ``check_zero_gradients``); so do NaN ones, along which no step can be taken. Where white-box
+    ``attacks`` search in a lower precision (``--precision``), the gradient is taken again under
+    that autocast: fp16 underflows (softmax − one-hot below 6e-8 is 0) where fp32 does not, even
+    with the summed loss (the IoR paper's mini-batch study, Sec. 4.2, says low precision weakens
+    attacks at any batch size).
+    """
+    if model.modality != "image" or not examples:
+        return []
+    batch = list(examples[:CHECK_EXAMPLES])
+    x = torch.stack([example.input for example in batch]).to(model.device, torch.float32).requires_grad_(True)
+    y = torch.tensor([example.label for example in batch], device=model.device)
+    logits = model.logits(x, grad=True)
+    if not logits.requires_grad:  # only black-box attacks ran (white-box ones are refused on it)
+        return ["the model's logits have no gradient path to its input (it binarises, rounds or detaches it): only "
+                "black-box attacks can run on it, and gradient-based checks of masking cannot"]
+    (grad,) = torch.autograd.grad(cross_entropy(logits, y).sum(), x)
+    invalid = int((~torch.isfinite(grad.flatten(1)).all(dim=1)).sum())
+    if invalid:
+        return [f"the input gradient of the cross-entropy is NaN or infinite for {invalid} of {len(batch)} examples: "
+                "gradient attacks step only along its finite part there (a NaN input is in no threat model), so "
+                "robust accuracy may be overstated; mend the model (or evaluate it in fp32)"]
+    zero = int((grad.flatten(1).abs().amax(dim=1) == 0).sum())
+    if zero:
+        return [f"the input gradient of the cross-entropy is exactly zero for {zero} of {len(batch)} examples: "
+                "gradient attacks cannot move them (margin losses such as apgd_t and beta included, when the "
+                "model itself has no gradient, e.g. rounded or quantised inputs), so robust accuracy here may be "
+                "overstated, an upper bound only; check it with a black-box attack (--attacks auto,square)"]
+    return _low_precision_zero_gradients(model, x.detach(), y, attacks or {})
+
+
+def _low_precision_zero_gradients(model: Classifier, x: torch.Tensor, y: torch.Tensor,
+                                  attacks: Mapping[str, Attack]) -> list[str]:
+    """The zero-gradient check again in each lower precision a white-box attack searches in."""
+    from suite.attacks.image.loop import autocast
+
+    warnings = []
+    for precision in sorted({getattr(attack, "precision", "fp32") for attack in attacks.values()
+                             if attack.access == "white-box"} - {"fp32"}):
+        inputs = x.clone().requires_grad_(True)
+        with autocast(model.device, precision):
+            logits = model.logits(inputs, grad=True)
+        (grad,) = torch.autograd.grad(cross_entropy(logits.float(), y).sum(), inputs)
+        zero = int((~torch.isfinite(grad.flatten(1)).all(dim=1) | (grad.flatten(1).abs().amax(dim=1) == 0)).sum())
+        if zero:
+            searching = ", ".join(sorted(key for key, attack in attacks.items()
+                                         if getattr(attack, "precision", "fp32") == precision))
+            warnings.append(f"under {precision} autocast the input gradient of the cross-entropy is zero or not "
+                            f"finite for {zero} of {len(x)} examples where it is finite and non-zero in fp32: "
+                            f"{searching} cannot move them (low-precision underflow), so robust accuracy may be "
+                            f"overstated; evaluate in fp32 (the default)")
+    return warnings
+
+
+def check_edge_gradients(model: Classifier, attacks: Mapping[str, Attack], examples: Sequence[Example]) -> list[str]:
+    """Warn when the input gradient vanishes on the edge of the pixel box and not just inside it.
+
+    A model that clamps (clips, hardtanh) its input to [0, 1] passes no gradient at the clamp's
+    bounds (torch's clamp gives 0 there), and every random start and projection of a gradient
+    attack puts pixels exactly on them: those pixels never move again. A CNN that clamped its
+    input scored 93.8 % under ``auto`` where the same function without the clamp scored 28.1 %,
+    and no other check spoke. Compared at the examples with every pixel rounded to 0 or 1 and
+    at that point moved 1e-3 inside: the share of pixels with a zero gradient on the edge and a
+    non-zero one inside.
+    """
+    if model.modality != "image" or not examples or all(attack.access != "white-box" for attack in attacks.values()):
+        return []
+    x = torch.stack([example.input for example in examples[:CHECK_EXAMPLES]]).to(model.device, torch.float32)
+    y = torch.tensor([example.label for example in examples[:CHECK_EXAMPLES]], device=model.device)
+    grads = []
+    for point in (x.round(), x.round().clamp(1e-3, 1 - 1e-3)):
+        point = point.requires_grad_(True)
+        logits = model.logits(point, grad=True)
+        if not logits.requires_grad:
+            return []
+        grads.append(torch.autograd.grad(cross_entropy(logits, y).sum(), point)[0])
+    share = float(((grads[0] == 0) & (grads[1] != 0)).float().mean())
+    if share < 0.5:
+        return []
+    return [f"the input gradient is zero on the edge of the pixel box (pixels at exactly 0 or 1) for {share:.0%} of "
+            "pixels where just inside it is not: the model clamps or clips its input, and a clamp passes no gradient "
+            "at its bounds, so gradient attacks cannot move the pixels their starts and projections put there and "
+            "robust accuracy may be overstated; remove the clamp (inputs are already in [0, 1]) or check with a "
+            "black-box attack (--attacks auto,square)"]
