@@ -100,6 +100,15 @@ def one_channel_checkpoint(work: Path) -> None:
     save_safetensors(work / "c.safetensors", tiny_timm(3, in_chans=1).state_dict())
 
 
+def _vit(directory: Path) -> None:
+    """A transformers image classifier (a tiny ViT)."""
+    from transformers import ViTConfig, ViTForImageClassification
+
+    config = ViTConfig(image_size=8, patch_size=4, num_channels=1, hidden_size=8, num_hidden_layers=1,
+                       num_attention_heads=2, intermediate_size=8, num_labels=2)
+    ViTForImageClassification(config).save_pretrained(directory)
+
+
 NOT_TIMM = "applies to timm: models only"
 
 CASES: list[Case] = [
@@ -108,6 +117,14 @@ CASES: list[Case] = [
     Case("model-timm-dir-model-args-pretrained", timm(), "model_args sets pretrained: the directory's own weights "
          "are the model's", config_json(model_args={"pretrained": True})),
     Case("model-timm-dir-pickle-only", timm(), "--allow-pickle", timm_dir(as_pickle)),
+    Case("model-timm-dir-crop-pct-over-1", timm(), "crop_pct must be a number in (0, 1], got 1.5",
+         timm_dir(lambda d: edit_json(d / "config.json", pretrained_cfg={
+             **json.loads((d / "config.json").read_text())["pretrained_cfg"], "crop_pct": 1.5}))),
+    Case("model-timm-dir-border-crop", timm(), "timm's 'border' mode, which pads, is not implemented",
+         timm_dir(lambda d: edit_json(d / "config.json", pretrained_cfg={
+             **json.loads((d / "config.json").read_text())["pretrained_cfg"], "crop_mode": "border"}))),
+    Case("model-hf-image-classifier", hf(), "is an image classifier (ViTForImageClassification): hf: serves text "
+         "classifiers", lambda work: _vit(work / "m")),
     Case("model-timm-checkpoint-pickle", timm("--checkpoint", "{tmp}/c.pt", model="timm:test_resnet"),
          "c.pt' is a pickle", pickled_checkpoint),
     Case("model-timm-checkpoint-evil-pickle",

@@ -410,14 +410,15 @@ def test_adversary_temperatures_are_refused_for_image_tasks(tmp_path):
 @pytest.mark.slow
 def test_ior_text_recipe_prints_the_table_and_writes_the_plots(tmp_path, capsys):
     """The shipped recipe's design-temperature tasks (base, T = 0.005, T = 2e6) for training
-    seed 0 on 60 test sentences, with every adversary it lists (the full recipe trains 18
+    seed 0 on 40 test sentences (Q(T) on 20), with every adversary it lists (the full recipe trains 18
     models: bench territory)."""
     from suite.cli.run import run_loaded
     from suite.evaluation.recipe import Sweep, load_recipe
     from suite.evaluation.recipes_dir import resolve_recipe
 
     recipe = load_recipe(resolve_recipe("ior_text"))
-    tasks = tuple(task.model_copy(update={"dataset": task.dataset.model_copy(update={"n": 60}),
+    tasks = tuple(task.model_copy(update={"dataset": task.dataset.model_copy(update={"n": 40}),
+                                          "adversary": task.adversary.model_copy(update={"opt_n": 20}),
                                           "attacks": task.attacks[:1]})  # DeepWordBug: PWWS is slow
                   for task in recipe.tasks if task.name in ("base", "upconf", "downconf"))
     out = tmp_path / "ior"

@@ -77,9 +77,9 @@ def test_streamed_examples_hold_no_pixels_and_decode_on_each_read(tmp_path, monk
     assert len(pickle.dumps(eval_set.examples)) < 20_000
     decodes = []
 
-    def counting(image, input_size, name="the image"):
+    def counting(image, input_size, name="the image", preprocessing=None):
         decodes.append(image)
-        return conform_image(image, input_size, name)
+        return conform_image(image, input_size, name, preprocessing)
 
     conform_image = images.conform_image
     monkeypatch.setattr(images, "conform_image", counting)

@@ -11,6 +11,49 @@ import torch
 Input = Union[str, "torch.Tensor"]
 
 
+#: Resampling filters an image may be resized with (timm's names; PIL has all six, tensors the
+#: first three).
+INTERPOLATIONS = ("bilinear", "bicubic", "nearest", "box", "hamming", "lanczos")
+CROP_MODES = ("center", "squash")
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """How an image of any size becomes the model's input size: timm's evaluation geometry
+    (``timm.data.transforms_imagenet_eval``), whose ``crop_pct``, ``interpolation`` and
+    ``crop_mode`` a timm model's ``pretrained_cfg`` gives.
+
+    The image is resized to ``floor(size / crop_pct)``, its shorter side (``center``, the aspect
+    ratio kept) or each side (``squash``), with ``interpolation``, and the centre cropped to the
+    input size. timm's ``border`` mode (padding) is not implemented: refused where a model asks
+    for it. The default is the suite's own (its built-in and trained models'): no margin cropped
+    (``crop_pct`` 1), bilinear.
+    """
+
+    crop_pct: float = 1.0
+    interpolation: str = "bilinear"
+    crop_mode: str = "center"
+
+    def problem(self) -> str | None:
+        """What makes this preprocessing unusable, or ``None``."""
+        if isinstance(self.crop_pct, bool) or not isinstance(self.crop_pct, (int, float)) \
+                or not 0 < self.crop_pct <= 1:  # NaN too
+            return f"crop_pct must be a number in (0, 1], got {self.crop_pct!r}"
+        if self.interpolation not in INTERPOLATIONS:
+            return f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {self.interpolation!r}"
+        if self.crop_mode not in CROP_MODES:
+            extra = " (timm's 'border' mode, which pads, is not implemented)" if self.crop_mode == "border" else ""
+            return f"crop_mode must be one of {', '.join(CROP_MODES)}, got {self.crop_mode!r}{extra}"
+        return None
+
+    def as_dict(self) -> dict[str, float | str]:
+        return {"crop_pct": self.crop_pct, "interpolation": self.interpolation, "crop_mode": self.crop_mode}
+
+
+#: The suite's own models' preprocessing (and every model that declares none but timm's).
+SUITE_PREPROCESSING = Preprocessing()
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """What a model takes, all that data loading needs to know of it.
@@ -20,12 +63,14 @@ class InputSpec:
         labels: The model's class names, in class-index order.
         input_size: Images: (channels, height, width) of [0, 1] pixels; ``None`` for text.
         name: The model's name, for messages.
+        preprocessing: Images: how one of another size is resized and cropped to ``input_size``.
     """
 
     modality: str
     labels: tuple[str, ...]
     input_size: tuple[int, int, int] | None = None
     name: str = "the model"
+    preprocessing: Preprocessing = SUITE_PREPROCESSING
 
     @property
     def num_classes(self) -> int:

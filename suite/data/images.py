@@ -12,6 +12,7 @@ decode gives, bit for bit, so a run's numbers (and its data fingerprint) do not 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 
-from suite.data.base import LazyInput
+from suite.data.base import SUITE_PREPROCESSING, LazyInput, Preprocessing
 from suite.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -46,19 +47,83 @@ def undefined_range(image: Any) -> str | None:
 LUMA = torch.tensor([0.299, 0.587, 0.114])
 
 
-def conform_image(image: Any, input_size: tuple[int, int, int], name: str = "the image") -> torch.Tensor:
+def resized_size(height: int, width: int, target: tuple[int, int], preprocessing: Preprocessing) -> tuple[int, int]:
+    """The (height, width) an image of ``height`` × ``width`` is resized to before its centre is
+    cropped to ``target``: timm's evaluation rule (``transforms_imagenet_eval``). Each side of
+    ``target`` is scaled by 1 / ``crop_pct`` (floored); ``squash`` resizes to that, ``center`` keeps
+    the aspect ratio: a square scale as torchvision's ``Resize(int)`` (the shorter side to it, the
+    longer in proportion, truncated), otherwise as timm's ``ResizeKeepRatio`` (the smaller ratio,
+    rounded)."""
+    if not height or not width:
+        raise DataError(f"an image of {height}×{width} pixels has nothing to resize")
+    scale_h, scale_w = (math.floor(side / preprocessing.crop_pct) for side in target)
+    if preprocessing.crop_mode == "squash":
+        return scale_h, scale_w
+    if scale_h == scale_w:
+        short, long = (width, height) if width <= height else (height, width)
+        new_long = int(scale_h * long / short)
+        return (new_long, scale_h) if width <= height else (scale_h, new_long)
+    ratio = min(height / scale_h, width / scale_w)
+    return round(height / ratio), round(width / ratio)
+
+
+def _crop_box(height: int, width: int, target: tuple[int, int]) -> tuple[int, int]:
+    """The top-left corner of the centre crop, as torchvision's ``center_crop`` rounds it."""
+    return int(round((height - target[0]) / 2.0)), int(round((width - target[1]) / 2.0))
+
+
+def _pil_geometry(image: Any, target: tuple[int, int], preprocessing: Preprocessing) -> Any:
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms import functional as F
+
+    if (image.height, image.width) == target:  # taken as preprocessed already
+        return image
+    size = resized_size(image.height, image.width, target, preprocessing)
+    if size != (image.height, image.width):
+        image = F.resize(image, list(size), interpolation=InterpolationMode(preprocessing.interpolation))
+    return F.center_crop(image, list(target)) if size != target else image
+
+
+#: Filters a tensor can be resized with (torch's ``interpolate``).
+TENSOR_INTERPOLATIONS = ("bilinear", "bicubic", "nearest")
+
+
+def _tensor_geometry(image: torch.Tensor, target: tuple[int, int], preprocessing: Preprocessing,
+                     name: str) -> torch.Tensor:
+    if tuple(image.shape[1:]) == target:  # taken as preprocessed already
+        return image
+    size = resized_size(image.shape[1], image.shape[2], target, preprocessing)
+    if size != tuple(image.shape[1:]):
+        mode = preprocessing.interpolation
+        if mode not in TENSOR_INTERPOLATIONS:
+            raise DataError(f"{name} is a tensor, and the model's preprocessing resizes with {mode!r} filtering, "
+                            "which only image files have: give image files, or tensors of the model's input size")
+        smooth = {"antialias": True, "align_corners": False} if mode != "nearest" else {}
+        image = torch.nn.functional.interpolate(image[None], size=size, mode=mode, **smooth)[0]
+    if size != target:
+        top, left = _crop_box(size[0], size[1], target)
+        image = image[:, top:top + target[0], left:left + target[1]]
+    return image
+
+
+def conform_image(image: Any, input_size: tuple[int, int, int], name: str = "the image",
+                  preprocessing: Preprocessing = SUITE_PREPROCESSING) -> torch.Tensor:
     """A PIL image or C×H×W tensor as a float tensor in [0, 1] of the model's input size.
 
-    PIL images are turned as their EXIF orientation says, resized (shorter side) and
-    centre-cropped; tensors (uint8 pixels, or floats in [0, 1]) are resized bilinearly. Grey
-    images are repeated to 3 channels and colour images weighted to 1 by luma (PIL's, for files
-    and tensors alike) as the model needs; other channel counts are refused.
-    16-bit grey images are scaled by 1/65535 (and resized in float): PIL's own conversion to 8
-    bits would clip them. Images whose pixels have no defined range (:func:`undefined_range`)
-    and modes PIL cannot convert are refused (:class:`~suite.errors.DataError` naming it as
-    ``name``).
+    PIL images are turned as their EXIF orientation says. An image of another size than the
+    model's is then resized and centre-cropped to it as the model's ``preprocessing`` says (timm's
+    evaluation geometry: :func:`resized_size`), with PIL's filters for files and torch's
+    (antialiased) for tensors, files and tensors alike. One of the model's size is taken as it
+    is: preprocessed already (RobustBench's ImageNet tensors are 224² after a resize to 256 and
+    a centre crop; cropping them again would zoom in by 8/7). Grey images are repeated to 3 channels and colour images weighted
+    to 1 by luma (PIL's, for files and tensors alike) as the model needs; other channel counts
+    are refused. 16-bit grey images are scaled by 1/65535 (and resized in float): PIL's own
+    conversion to 8 bits would clip them. Images whose pixels have no defined range
+    (:func:`undefined_range`) and modes PIL cannot convert are refused
+    (:class:`~suite.errors.DataError` naming it as ``name``).
     """
     channels, height, width = input_size
+    target = (height, width)
     if not isinstance(image, torch.Tensor):
         from PIL import Image
         from torchvision.transforms import functional as F
@@ -78,16 +143,14 @@ def conform_image(image: Any, input_size: tuple[int, int, int], name: str = "the
             import numpy as np
 
             grey = Image.fromarray(np.asarray(image, dtype=np.float32) / 65535.0)  # mode F, in [0, 1]
-            grey = F.center_crop(F.resize(grey, min(height, width), antialias=True), [height, width])
-            tensor = F.to_tensor(grey).clamp(0.0, 1.0)
+            tensor = F.to_tensor(_pil_geometry(grey, target, preprocessing)).clamp(0.0, 1.0)
             return tensor.expand(3, -1, -1).contiguous() if channels != 1 else tensor.contiguous()
         try:
             image = image.convert("L" if channels == 1 else "RGB")
         except ValueError as error:  # a mode PIL cannot convert (LAB to grey)
             raise DataError(f"{name} has pixels (PIL mode {image.mode}) that cannot be converted to "
                             f"{'grey' if channels == 1 else 'RGB'} ({error}): save it as an RGB PNG") from None
-        image = F.center_crop(F.resize(image, min(height, width), antialias=True), [height, width])
-        return F.to_tensor(image)
+        return F.to_tensor(_pil_geometry(image, target, preprocessing))
     if image.dtype == torch.uint8:
         image = image.float() / 255  # 8-bit pixels, as to_tensor scales them
     elif not image.is_floating_point():
@@ -109,11 +172,7 @@ def conform_image(image: Any, input_size: tuple[int, int, int], name: str = "the
         # grey to colour by repeating the channel.
         image = ((image * LUMA.view(3, 1, 1)).sum(0, keepdim=True) if channels == 1
                  else image.expand(channels, -1, -1))
-    if tuple(image.shape[1:]) != (height, width):
-        image = torch.nn.functional.interpolate(
-            image[None], size=(height, width), mode="bilinear", antialias=True, align_corners=False
-        )[0]
-    return image.clamp(0.0, 1.0).contiguous()
+    return _tensor_geometry(image, target, preprocessing, name).clamp(0.0, 1.0).contiguous()
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,6 +189,7 @@ class DatasetImage(LazyInput):
         row: The row in ``table`` (the row of the split).
         column: The image column, for messages.
         input_size: The model's (channels, height, width).
+        preprocessing: The model's resizing and cropping to ``input_size``.
         dataset: The dataset's name, for messages.
     """
 
@@ -138,6 +198,7 @@ class DatasetImage(LazyInput):
     column: str
     input_size: tuple[int, int, int]
     dataset: str
+    preprocessing: Preprocessing = SUITE_PREPROCESSING
 
     def load(self) -> torch.Tensor:
         item = self.table[self.row][self.column]
@@ -147,7 +208,7 @@ class DatasetImage(LazyInput):
                 image.load()
             except Exception as error:  # noqa: BLE001 - PIL raises many types for a bad file
                 raise _unreadable(item, self.dataset, error) from None
-            return conform_image(image, self.input_size, _name(item, self.dataset))
+            return conform_image(image, self.input_size, _name(item, self.dataset), self.preprocessing)
         finally:
             image.close()
 

@@ -107,7 +107,7 @@ def check_labels(examples: Sequence[Example], model: InputSpec, spec: str) -> No
 def _conform(value: Any, model: InputSpec) -> Any:
     if model.modality == "text" or isinstance(value, LazyInput):  # a lazy image conforms as it loads
         return value
-    return conform_image(value, model.input_size)
+    return conform_image(value, model.input_size, preprocessing=model.preprocessing)
 
 
 def _is_missing(value: Any) -> bool:
@@ -195,7 +195,7 @@ def _image_rows(dataset: Any, column: str, rows: Sequence[int], model: InputSpec
     for start in range(0, len(rows), CHECK_CHUNK):
         for item in table[list(rows[start : start + CHECK_CHUNK])][column]:
             check_image(item, column, name)
-    return [DatasetImage(table, row, column, model.input_size, name) for row in rows]
+    return [DatasetImage(table, row, column, model.input_size, name, model.preprocessing) for row in rows]
 
 
 def _pick_column(given: str | None, candidates: Sequence[str], columns: Sequence[str], kind: str, name: str) -> str:

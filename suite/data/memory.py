@@ -62,11 +62,12 @@ def in_memory_eval_set(inputs: Sequence[str] | torch.Tensor, labels: Sequence[in
     if len(inputs) != len(labels):
         raise DataError(f"{len(inputs)} inputs but {len(labels)} labels")
     rows = subsample_indices(len(labels), n, seed)
-    examples = [
-        Example(str(row), inputs[row] if model.modality == "text" else conform_image(inputs[row], model.input_size),
-                labels[row])
-        for row in rows
-    ]
+    def conformed(row: int) -> Any:
+        if model.modality == "text":
+            return inputs[row]
+        return conform_image(inputs[row], model.input_size, preprocessing=model.preprocessing)
+
+    examples = [Example(str(row), conformed(row), labels[row]) for row in rows]
     check_labels(examples, model, "in-memory data")
     return EvalSet(spec="memory", split=split, modality=model.modality, examples=examples, size=len(labels),
                    label_names=list(model.labels), fingerprint=fingerprint(inputs, labels))

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import torch
 
-from suite.data.base import InputSpec
+from suite.data.base import SUITE_PREPROCESSING, InputSpec, Preprocessing
 from suite.errors import ConfigError
 from suite.threat import Threat
 
@@ -145,6 +145,8 @@ class Classifier(ABC):
     info: ModelInfo
     #: Image models only: expected input (channels, height, width) of [0, 1] pixels.
     input_size: tuple[int, int, int] | None = None
+    #: Image models only: how an image of another size is resized and cropped to ``input_size``.
+    preprocessing: Preprocessing = SUITE_PREPROCESSING
 
     @property
     def num_classes(self) -> int:
@@ -153,7 +155,7 @@ class Classifier(ABC):
     @property
     def input_spec(self) -> InputSpec:
         """What the model takes: what data loading conforms examples to."""
-        return InputSpec(self.modality, tuple(self.labels), self.input_size, self.info.spec)
+        return InputSpec(self.modality, tuple(self.labels), self.input_size, self.info.spec, self.preprocessing)
 
     @property
     @abstractmethod

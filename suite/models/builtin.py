@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from suite.data.base import SUITE_PREPROCESSING
 from suite.models.base import Classifier, ModelInfo, resolve_device
 from suite.models.builtin_cache import load_cached
 from suite.models.config import ModelConfig
@@ -103,6 +104,7 @@ def digits_cnn(config: ModelConfig) -> Classifier:
     classifier, directory = load_cached(
         "builtin:digits-cnn", f"digits-cnn-{DIGITS_VERSION}", f"{__name__}:_train_digits",
         lambda path: load_timm(path, config.model_copy(update={"checkpoint": None})))
+    classifier.preprocessing = SUITE_PREPROCESSING  # trained so (caches from before wrote no geometry)
     classifier.info = ModelInfo(
         spec="builtin:digits-cnn", revision=DIGITS_VERSION, extra={"path": str(directory), "architecture": DIGITS_ARCH}
     )

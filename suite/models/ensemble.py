@@ -67,11 +67,15 @@ class RandomizedEnsemble(Classifier):
             if member.input_size != first.input_size:
                 raise ConfigError(f"ensemble members take different inputs: {first.info.name} "
                                   f"{first.input_size}, {member.info.name} {member.input_size}")
+            if member.preprocessing != first.preprocessing:  # one image goes to every member
+                raise ConfigError(f"ensemble members resize images differently: {first.info.name} "
+                                  f"{first.preprocessing.as_dict()}, {member.info.name} {member.preprocessing.as_dict()}")
         self.members = members
         self.alphas = alphas
         self.modality = first.modality
         self.labels = list(first.labels)
         self.input_size = first.input_size
+        self.preprocessing = first.preprocessing
         self.info = info or ModelInfo(
             spec="ensemble:" + ",".join(f"{alpha:g}*{member.info.name}" for alpha, member in zip(alphas, members)),
             revision=_revision(members, alphas),
@@ -166,6 +170,7 @@ class Served(Classifier):
         self.modality = ensemble.modality
         self.labels = ensemble.labels
         self.input_size = ensemble.input_size
+        self.preprocessing = ensemble.preprocessing
         self.info = ensemble.info
 
     @property

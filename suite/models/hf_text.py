@@ -243,6 +243,8 @@ def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bo
     kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code,
               **({"local_files_only": True} if local_only else {})}
     model_config = None
+    if Path(source).is_dir():  # a Hub name is asked only once loading fails: no second wait for the network
+        _refuse_image_classifier(name, source, kwargs)
     try:
         tokenizer = _tokenizer(name, source, kwargs)
         model_config = AutoConfig.from_pretrained(source, **kwargs)
@@ -268,8 +270,32 @@ def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bo
         if not config.trust_remote_code and "trust_remote_code" in str(error):  # its first line names no flag
             raise ConfigError(f"hf model {name!r} runs code of its own (auto_map), which advsuite does not run "
                               "unless asked: read that code, then pass --trust-remote-code") from error
+        _refuse_image_classifier(name, source, kwargs | {"local_files_only": True})
         raise ConfigError(f"cannot load hf model {name!r}: {text}") from error
     return model_config, model, tokenizer
+
+
+def _refuse_image_classifier(name: str, source: str, kwargs: dict) -> None:
+    """Refuse an image classifier (``ViTForImageClassification``...) in one line: it has no
+    tokenizer, and transformers' own error named only its config class."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES as IMAGE,
+        MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES as TEXT,
+    )
+
+    try:
+        model_config = AutoConfig.from_pretrained(source, **kwargs)
+    except Exception:  # noqa: BLE001 - said where the model itself fails to load
+        return
+    named = [arch for arch in getattr(model_config, "architectures", None) or []
+             if isinstance(arch, str) and arch.endswith("ForImageClassification")]
+    kind = getattr(model_config, "model_type", None)
+    if not named and kind in IMAGE and kind not in TEXT:
+        named = [str(IMAGE[kind])]
+    if named:
+        raise ConfigError(f"hf model {name!r} is an image classifier ({named[0]}): hf: serves text classifiers, "
+                          "and image models load through timm (timm:<name or directory>)")
 
 
 def _tokenizer(name: str, source: str, kwargs: dict):

@@ -30,6 +30,7 @@ class LogitView(Classifier):
         self.modality = base.modality
         self.labels = base.labels
         self.input_size = base.input_size
+        self.preprocessing = base.preprocessing
         self.info = base.info
 
     @property

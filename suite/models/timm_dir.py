@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, model_validator
 from torch import nn
 
+from suite.data.base import SUITE_PREPROCESSING, Preprocessing
 from suite.errors import ConfigError, first_line, format_validation_error
 from suite.models.config import TIMM_FILE_ARGS, input_size_problem
 
@@ -34,6 +35,10 @@ class PretrainedCfg(BaseModel):
     input_size: tuple[_Count, _Count, _Count] | None = None
     mean: tuple[_Finite, ...] | None = None
     std: tuple[_Scale, ...] | None = None
+    # timm's evaluation geometry; absent, timm's defaults (0.875, bicubic, center).
+    crop_pct: _Scale | None = None
+    interpolation: StrictStr | None = None
+    crop_mode: StrictStr | None = None
 
 
 
@@ -122,8 +127,10 @@ def save_timm_dir(
     std: tuple[float, ...],
     label_names: list[str],
     model_args: dict[str, Any] | None = None,
+    preprocessing: Preprocessing = SUITE_PREPROCESSING,
 ) -> None:
-    """Save a timm model as safetensors + ``config.json`` in timm's Hub layout."""
+    """Save a timm model as safetensors + ``config.json`` in timm's Hub layout, with the
+    preprocessing it was trained with (written out: timm's defaults are not the suite's)."""
     from safetensors.torch import save_file
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -135,6 +142,7 @@ def save_timm_dir(
         "in_chans": input_size[0],
         "label_names": label_names,
         "model_args": model_args or {},
-        "pretrained_cfg": {"input_size": list(input_size), "mean": list(mean), "std": list(std)},
+        "pretrained_cfg": {"input_size": list(input_size), "mean": list(mean), "std": list(std),
+                           **preprocessing.as_dict()},
     }
     (directory / "config.json").write_text(json.dumps(meta, indent=2))

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from suite.data.base import SUITE_PREPROCESSING, Preprocessing
 from suite.errors import ConfigError, first_line
 from suite.models.base import ModelInfo, TorchClassifier, local_revision, resolve_device, state_key
 from suite.models.config import ModelConfig
@@ -38,6 +39,8 @@ class TimmImageClassifier(TorchClassifier):
         input_size: (channels, height, width) the model expects.
         labels: Class names.
         info: Identity recorded in results.
+        preprocessing: How an image of another size is resized and cropped to ``input_size``
+            (timm's ``crop_pct``, ``interpolation`` and ``crop_mode``).
     """
 
     modality = "image"
@@ -51,8 +54,10 @@ class TimmImageClassifier(TorchClassifier):
         labels: list[str],
         info: ModelInfo,
         device: torch.device | str | None = None,
+        preprocessing: Preprocessing = SUITE_PREPROCESSING,
     ) -> None:
         super().__init__(model, device)
+        self.preprocessing = preprocessing
         channels = input_size[0]
         self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device).view(1, channels, 1, 1)
         self.std = torch.tensor(std, dtype=torch.float32, device=self.device).view(1, channels, 1, 1)
@@ -229,8 +234,9 @@ def _load_timm_name(name: str, config: ModelConfig) -> TimmImageClassifier:
     if state is not None:
         _fit(model, state, f"checkpoint {str(checkpoint)!r}", f"timm:{name}", "pass --num-classes {n}")
     data_config = resolve_model_data_config(model)
+    preprocessing = _preprocessing(data_config, f"timm:{name}'s pretrained_cfg")
     info = ModelInfo(spec=f"timm:{name}", revision=local_revision(checkpoint) if checkpoint else None,
-                     extra={"checkpoint": config.checkpoint})
+                     extra={"checkpoint": config.checkpoint, "preprocessing": preprocessing.as_dict()})
     return TimmImageClassifier(
         model,
         mean=tuple(data_config["mean"]),
@@ -239,7 +245,22 @@ def _load_timm_name(name: str, config: ModelConfig) -> TimmImageClassifier:
         labels=_labels_for(model.num_classes, None),
         info=info,
         device=config.device,
+        preprocessing=preprocessing,
     )
+
+
+def _preprocessing(data_config: dict[str, Any], where: str) -> Preprocessing:
+    """timm's evaluation geometry from a resolved data config (timm's defaults where it has none)."""
+    preprocessing = Preprocessing(crop_pct=data_config.get("crop_pct") or TIMM_CROP_PCT,
+                                  interpolation=data_config.get("interpolation") or "bicubic",
+                                  crop_mode=data_config.get("crop_mode") or "center")
+    if (problem := preprocessing.problem()) is not None:
+        raise ConfigError(f"{where}: {problem}")
+    return preprocessing
+
+
+#: timm's ``DEFAULT_CROP_PCT``: what it crops where a model's config says nothing.
+TIMM_CROP_PCT = 0.875
 
 
 def _dir_weights(directory: Path, config: ModelConfig) -> Path:
@@ -278,9 +299,11 @@ def _load_timm_dir(directory: Path, config: ModelConfig, name: str) -> TimmImage
     if meta.label_names is not None and len(meta.label_names) != model.num_classes:
         raise ConfigError(f"{str(directory / 'config.json')!r}: label_names has {len(meta.label_names)} names for "
                           f"{model.num_classes} classes")
+    preprocessing = _preprocessing(meta.pretrained_cfg.model_dump(), repr(str(directory / "config.json")))
     info = ModelInfo(
         spec=f"timm:{name}", revision=local_revision(weights if config.checkpoint else directory),
-        extra={"architecture": meta.architecture} | ({"model_args": meta.model_args} if meta.model_args else {}),
+        extra={"architecture": meta.architecture, "preprocessing": preprocessing.as_dict()}
+        | ({"model_args": meta.model_args} if meta.model_args else {}),
     )
     channels = meta.channels
     return TimmImageClassifier(
@@ -291,4 +314,5 @@ def _load_timm_dir(directory: Path, config: ModelConfig, name: str) -> TimmImage
         labels=_labels_for(model.num_classes, meta.label_names),
         info=info,
         device=config.device,
+        preprocessing=preprocessing,
     )

@@ -127,7 +127,8 @@ class TrainableImage(Trainable):
         classifier = self.classifier
         save_timm_dir(Path(directory), classifier.module, self.architecture, input_size=classifier.input_size,
                       mean=tuple(classifier.mean.flatten().tolist()), std=tuple(classifier.std.flatten().tolist()),
-                      label_names=list(classifier.labels), model_args=self.model_args)
+                      label_names=list(classifier.labels), model_args=self.model_args,
+                      preprocessing=classifier.preprocessing)
 
 
 class TrainableText(Trainable):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from suite.data.base import SUITE_PREPROCESSING
 from suite.models.base import Classifier, ModelInfo
 from suite.models.builtin import DIGITS_ARCH
 from suite.models.builtin_cache import load_cached
@@ -94,6 +95,7 @@ def _load(name: str, recipe: str, config: ModelConfig) -> Classifier:
 
     classifier, directory = load_cached(f"builtin:{name}", f"{name}-{DIGITS_AT_VERSION}", recipe,
                                         lambda path: load_timm(path, config.model_copy(update={"checkpoint": None})))
+    classifier.preprocessing = SUITE_PREPROCESSING  # trained so (caches from before wrote no geometry)
     trained = RECIPES[name]
     classifier.info = ModelInfo(
         spec=f"builtin:{name}", revision=DIGITS_AT_VERSION,
