@@ -64,6 +64,19 @@ def test_a_local_file_edited_in_place_is_read_as_it_is_now(tmp_path, sentiment_m
     assert before.fingerprint != after.fingerprint and after.fingerprint.startswith("sha256-")
 
 
+def test_a_folder_given_by_a_relative_path_is_read_and_fingerprinted_as_by_its_absolute_one(
+        tmp_path, sentiment_model, monkeypatch):
+    """``hf:data/reviews`` raised ValueError (a relative folder against datasets' absolute paths)."""
+    (tmp_path / "data" / "reviews").mkdir(parents=True)
+    (tmp_path / "data" / "reviews" / "test.csv").write_text("text,label\na wonderful film,1\nan awful mess,0\n")
+    monkeypatch.chdir(tmp_path)
+    relative = load_eval_set(DatasetConfig(spec="hf:data/reviews", split="test"), sentiment_model.input_spec, seed=0)
+    absolute = load_eval_set(DatasetConfig(spec=f"hf:{tmp_path / 'data' / 'reviews'}", split="test"),
+                             sentiment_model.input_spec, seed=0)
+    assert [ex.input for ex in relative.examples] == ["a wonderful film", "an awful mess"]
+    assert relative.fingerprint == absolute.fingerprint and relative.fingerprint.startswith("sha256-")
+
+
 def test_local_csv_with_auto_detected_columns(tmp_path, sentiment_model):
     path = tmp_path / "reviews.csv"
     path.write_text("review,sentiment,extra\nGreat film!,positive,x\nAwful food.,negative,y\nLoved it.,1,z\n")

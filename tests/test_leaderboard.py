@@ -102,10 +102,16 @@ def test_merge_is_idempotent_and_replaces_same_key():
     assert (added, replaced, len(board.entries)) == (2, 0, 2)
     again, added, replaced = leaderboard.merge(board, [b, a])
     assert (added, replaced) == (0, 2) and leaderboard.dumps(again) == leaderboard.dumps(board)
-    newer = Entry(**_entry("a", 0.95, 0.45, date="2026-11-23T10:00:00+00:00"))
+    newer = Entry(**_entry("a", 0.95, 0.45, date="2026-11-23T10:00:00+00:00", suite_version="0.2.0"))
     updated, added, replaced = leaderboard.merge(board, [newer])
     assert (added, replaced, len(updated.entries)) == (0, 1, 2)
     assert next(e for e in updated.entries if e.model == "a").clean_accuracy == 0.95
+    # The same evaluation by the same suite with other numbers: edited, refused unless replaced.
+    edited = Entry(**_entry("a", 0.9, 0.5, robust_accuracy={"pgd_linf": 0.5, "fgm_linf": 0.5}))
+    with pytest.raises(ConfigError, match=r"from the same evaluation with other numbers \(worst case 40.00% there, "
+                                          r"50.00% here.*pass --replace"):
+        leaderboard.merge(board, [edited])
+    assert leaderboard.merge(board, [edited], replace=True)[2] == 1
     # Another revision, ε or temperature is another entry.
     other = [Entry(**_entry("a", 0.9, 0.4, revision="v2")), Entry(**_entry("a", 0.9, 0.3, eps=0.1))]
     assert len(leaderboard.merge(board, other)[0].entries) == 4

@@ -5,10 +5,12 @@ page), so the demo never rewrites the tracked ``leaderboard/leaderboard.json`` o
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from suite.cli.argtypes import output_dir
 from suite.cli.common import add_directory_flags
+from suite.text import printable
 
 
 def add_parser(subparsers) -> None:
@@ -31,6 +33,7 @@ def handle(args: argparse.Namespace) -> int:
         args.leaderboard = args.leaderboard or args.output / "leaderboard" / "leaderboard.json"
         files = [args.output / result.task / "results.json" for result in results]
         board, added, replaced = leaderboard.add(files, args.leaderboard)
-        print(f"\nleaderboard: {args.leaderboard} ({added} added, {replaced} replaced, {len(board.entries)} entries); "
-              f"view it with: python -m http.server --directory {args.leaderboard.parent}")
+        said = (f"leaderboard: {args.leaderboard} ({added} added, {replaced} replaced, {len(board.entries)} entries); "
+                f"view it with: python -m http.server --directory {shlex.quote(str(args.leaderboard.parent))}")
+        print("\n" + printable(said))
     return 0

@@ -5,6 +5,7 @@ line. :mod:`.load` turns its rows into examples."""
 from __future__ import annotations
 
 import codecs
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,9 @@ def split_fingerprint(name: str, split: str) -> str | None:
         return None
     digest = hashlib.sha256()
     for file in files:
-        digest.update(f"{file.relative_to(path)}\0{file_sha256(file)}\0".encode())
+        # datasets resolves the files to absolute paths: a relative folder (hf:data/reviews) raised
+        # ValueError from relative_to, a traceback for valid input.
+        digest.update(f"{os.path.relpath(os.path.abspath(file), os.path.abspath(path))}\0{file_sha256(file)}\0".encode())
     return "sha256-" + digest.hexdigest()[:16]
 
 

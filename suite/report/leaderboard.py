@@ -42,7 +42,7 @@ from suite.errors import ConfigError, WriteError, is_write_fault
 from suite.intervals import wilson_interval
 from suite.paths import atomic_write_text, through_link
 from suite.report.leaderboard_merge import merge, merge_all
-from suite.report.leaderboard_page import PAGE_MISSING, install_page
+from suite.report.leaderboard_page import PAGE_FILES, PAGE_MISSING, install_page
 from suite.report.leaderboard_schema import (
     LEADERBOARD_VERSION,
     READABLE_VERSIONS,
@@ -249,6 +249,11 @@ def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool 
     schema are copied beside a new leaderboard so the directory can be published as is.
     """
     page_dir = Path(path).parent  # the page goes beside the name given
+    for name in (Path(path), through_link(path)):
+        if name.name in PAGE_FILES:  # the page copied beside it would overwrite the entries just written
+            raise ConfigError(f"the leaderboard {str(name)!r} has the name of the page's own {name.name}, which is "
+                              "written beside every leaderboard: name it otherwise, e.g. "
+                              f"{str(name.with_name('leaderboard.json'))!r}")
     path = through_link(path)  # a link: its file, written and locked where it is
     check_target(path)
     sourced = [(str(p), _entries(p)) for p in results_paths]

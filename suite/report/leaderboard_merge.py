@@ -29,7 +29,7 @@ def merge(board: Leaderboard, new: Iterable[Entry], replace: bool = False,
         if old is None:
             added += 1
         elif (old.key() != entry.key() or _other_weights(old, entry) or (old.verified and not entry.verified)
-              ) and not replace:
+              or _edited(old, entry)) and not replace:
             raise ConfigError(_conflict(old, entry, source))
         else:
             replaced += 1
@@ -44,8 +44,25 @@ def _other_weights(old: Entry, new: Entry) -> bool:
     return old.weights is not None and new.weights is not None and old.weights != new.weights
 
 
+def _numbers(entry: Entry) -> tuple:
+    return (entry.clean_accuracy, sorted(entry.robust_accuracy.items()), entry.worst_case_robust_accuracy,
+            entry.distributional_accuracy)
+
+
+def _edited(old: Entry, new: Entry) -> bool:
+    """The same evaluation by the same suite version with other numbers: the same evaluation of
+    the same weights gives the same numbers (on the CPU), so these are results edited, or a run
+    elsewhere (CUDA's arithmetic). A newer suite's numbers (its attacks changed) replace the old."""
+    return old.suite_version == new.suite_version and _numbers(old) != _numbers(new)
+
+
 def _conflict(old: Entry, new: Entry, source: str) -> str:
     where = f"{source!r}: {new.model!r} (revision {new.revision!r}) on {new.task!r} under {new.threat_label()!r} is "
+    if old.key() == new.key() and not _other_weights(old, new) and _edited(old, new):
+        return printable(where + f"already on the leaderboard from the same evaluation with other numbers (worst case "
+                         f"{old.worst_case_robust_accuracy:.2%} there, {new.worst_case_robust_accuracy:.2%} here; clean "
+                         f"{old.clean_accuracy:.2%} and {new.clean_accuracy:.2%}) by the same suite version: results edited, "
+                         "or run on other hardware. Other numbers never replace an entry silently: pass --replace to replace it")
     if _other_weights(old, new):
         return printable(where + f"already on the leaderboard from other weights of the model ({old.weights} there, "
                          f"{new.weights} here: retrained, or its weights changed). Numbers of other weights never "

@@ -37,12 +37,16 @@ SHIPPED_PAGES = frozenset({
 PAGE_MISSING = "the leaderboard is written, only the page beside it is missing"
 
 
+#: The page's own files, copied beside every leaderboard.
+PAGE_FILES = ("index.html", "schema.json")
+
+
 def install_page(directory: Path) -> list[Path]:
     """Copy ``index.html`` and ``schema.json`` into ``directory`` where they are missing or
     are older versions of the suite's own (module docstring); the files written."""
     source = next((d for d in PAGE_DIRS if (d / "index.html").is_file()), None)
     copied = []
-    for name in ("index.html", "schema.json"):
+    for name in PAGE_FILES:
         target = Path(directory) / name
         if source is None or (source / name).resolve() == target.resolve():
             continue
