@@ -143,3 +143,112 @@ def test_the_cone_lower_bound_never_exceeds_the_supremum_where_two_rows_nearly_c
         assert row["lower_cone_bound"] <= supremum
         assert row["lower_cone_bound"] == pytest.approx(supremum, rel=1e-5)  # and it is reached
         assert row["lower_bound"] <= supremum
+
+
+def _tiny_vit(**kwargs):
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    return timm.models.vision_transformer.VisionTransformer(
+        img_size=8, patch_size=4, in_chans=1, num_classes=3, embed_dim=8, depth=1, num_heads=2, **kwargs).eval()
+
+
+def test_a_vit_whose_blocks_compute_otherwise_than_timms_block_is_refused_not_misbounded():
+    """GluMlp (x1·act(x2), under Mlp's child names) was bounded as fc1·act·fc2: 1.08e11 for a
+    model steeper than 2.7e13 at a data point. ResPostBlock raised AttributeError (a traceback)."""
+    from timm.layers import GluMlp
+    from timm.models.vision_transformer import ResPostBlock
+
+    assert network_bound(_tiny_vit(), (1, 8, 8), [1.0])[0] is not None
+    glu = network_bound(_tiny_vit(mlp_layer=GluMlp, mlp_ratio=2), (1, 8, 8), [1.0])
+    post = network_bound(_tiny_vit(block_fn=ResPostBlock), (1, 8, 8), [1.0])
+    assert glu[0] is None and "GluMlp" in glu[1]
+    assert post[0] is None and "ResPostBlock" in post[1]
+
+
+def test_partial_adaptive_pooling_hooks_and_batch_statistics_are_refused():
+    """SelectAdaptivePool2d to 2×2 was bounded as global pooling (1/8 for 1/4); a forward hook
+    that scales a layer's output, or a forward set on the instance, ran unseen; BatchNorm without
+    running statistics raised TypeError."""
+    timm = pytest.importorskip("timm")
+    from timm.layers import SelectAdaptivePool2d
+
+    pooled = nn.Sequential(nn.Conv2d(1, 1, 1), SelectAdaptivePool2d(output_size=2, pool_type="avg", flatten=True),
+                           nn.Linear(4, 2)).eval()
+    bound, reason = network_bound(pooled, (1, 8, 8), [1.0])
+    assert bound is None and "SelectAdaptivePool2d to 2 outputs" in reason
+    net = timm.create_model("test_resnet", num_classes=3, in_chans=1).eval()
+    assert network_bound(net, (1, 32, 32), [1.0])[0] is not None
+    handle = net.fc.register_forward_hook(lambda module, args, output: output * 1000)
+    bound, reason = network_bound(net, (1, 32, 32), [1.0])
+    assert bound is None and "forward hook" in reason
+    handle.remove()
+    net.fc.forward = lambda x: nn.functional.linear(x, net.fc.weight, net.fc.bias) * 1000
+    assert network_bound(net, (1, 32, 32), [1.0])[0] is None
+    batch = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2, track_running_stats=False), nn.Flatten(),
+                          nn.Linear(72, 2)).eval()
+    bound, reason = network_bound(batch, (1, 8, 8), [1.0])
+    assert bound is None and "without running statistics" in reason
+
+
+def test_a_bound_below_the_rate_at_a_data_point_is_no_bound(monkeypatch):
+    """L_N (the rate at a data point) never exceeds the true L: a layer analysis that comes out
+    below it has missed something, and certify says so instead of giving the bound."""
+    from suite.data.base import Example
+    from suite.models.wrap import from_module
+    from suite.wdro import certify
+
+    torch.manual_seed(0)
+    model = from_module(nn.Sequential(nn.Flatten(), nn.Linear(4, 2)), input_size=(1, 2, 2))
+    examples = [Example(str(i), torch.rand(1, 2, 2), 0) for i in range(3)]
+    honest = certify(model, examples, norm="l2", eps=[0.5])
+    assert honest.upper_rate_bound == pytest.approx(honest.upper_rate_estimate)  # a linear model: L = L_N
+    monkeypatch.setattr(type(model), "lipschitz_bound", lambda self: (0.5 * honest.upper_rate_bound, "too small"))
+    broken = certify(model, examples, norm="l2", eps=[0.5])
+    assert broken.upper_rate_bound is None and broken.rows[0]["upper_bound"] is None
+    assert any("is below the rate at a data point" in note for note in broken.notes)
+
+
+def test_the_cone_bound_keeps_only_directions_exactly_in_the_cone():
+    """A 2→3→2 ReLU MLP whose recession cone at x = 0 is {0}: the LP's direction (0, −1) breaks
+    one row by 1e-10, and within that tolerance the cone rate was 1, a bound of 11.3 at ε = 10
+    over a supremum ≤ softplus(2) = 2.13."""
+    from suite.data.base import Example
+    from suite.models.wrap import from_module
+    from suite.wdro import certify
+
+    net = nn.Sequential(nn.Flatten(), nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 2))
+    with torch.no_grad():
+        net[1].weight.copy_(torch.tensor([[-1.0, -1e-10], [1.0, -1e-10], [0.0, -1.0]]))
+        net[1].bias.copy_(torch.tensor([-1e-10, -1e-10, 1.0]))
+        net[3].weight.copy_(torch.tensor([[1e10, 1e10, 0.0], [0.0, 0.0, 1.0]]))
+        net[3].bias.zero_()
+    model = from_module(net, input_size=(1, 1, 2))
+    supremum = float(nn.functional.softplus(torch.tensor(2.0)))
+    for norm in ("linf", "l1", "l2"):
+        certificate = certify(model, [Example("0", torch.zeros(1, 1, 2), 0)], norm=norm, eps=[10.0], boxed=False)
+        row = certificate.rows[0]
+        assert row["lower_cone_bound"] is None or row["lower_cone_bound"] <= supremum
+        assert row["lower_bound"] <= supremum
+
+
+def test_a_construction_that_overflows_leaves_the_data_as_the_lower_bound():
+    """Logits exp(z) overflow at eq. 17's far point: the lower bound was NaN (max kept it)."""
+    from suite.data.base import Example
+    from suite.models.wrap import from_module
+    from suite.wdro import certify
+
+    class Exponential(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(4, 1)
+
+        def forward(self, x):
+            z = self.linear(x.flatten(1))
+            return torch.cat([torch.exp(z), torch.exp(z) + z], 1)
+
+    torch.manual_seed(0)
+    model = from_module(Exponential(), input_size=(1, 2, 2))
+    examples = [Example(str(i), torch.rand(1, 2, 2), 0) for i in range(4)]
+    for loss in ("ce", "margin"):
+        row = certify(model, examples, norm="l2", loss=loss, eps=[0.1], boxed=False).rows[0]
+        assert row["lower_bound"] == row["empirical"]

@@ -76,6 +76,8 @@ def conv_norm(conv: nn.Conv2d, height: int, width: int) -> float:
 
 
 def _batchnorm(norm: nn.BatchNorm2d) -> float:
+    if norm.running_var is None:
+        raise Unsupported("BatchNorm2d without running statistics (it normalises each batch by its own)")
     scale = torch.ones_like(norm.running_var) if norm.weight is None else norm.weight.detach().abs()
     return float((scale / torch.sqrt(norm.running_var + norm.eps)).max())
 
@@ -154,9 +156,13 @@ def module_bound(module: nn.Module, shapes: dict[nn.Module, tuple[int, ...]]) ->
     if _plain(module, nn.Sequential):
         return math.prod(module_bound(child, shapes) for child in module)
     name = kind.__name__
+    if not kind.__module__.startswith("timm."):  # the names below are timm's classes, not a namesake's
+        raise Unsupported(name)
     if name == "SelectAdaptivePool2d":  # timm's global pooling (+ flatten)
         if getattr(module, "pool_type", "avg") not in ("avg", "fast"):
             raise Unsupported(f"global {module.pool_type} pooling")
+        if getattr(module.pool, "output_size", 1) not in (1, (1, 1)):  # 2×2 windows: 1/√(HW/4), not 1/√(HW)
+            raise Unsupported(f"SelectAdaptivePool2d to {module.pool.output_size} outputs (not global pooling)")
         shape = shapes.get(module)
         return 1.0 if shape is None else 1.0 / math.sqrt(shape[-2] * shape[-1])
     if name in ("BasicBlock", "Bottleneck"):  # timm's residual blocks
@@ -236,7 +242,16 @@ def _vision_transformer(model: nn.Module, shapes) -> float:
     bound = module_bound(model.patch_embed.proj, shapes) * module_bound(model.patch_embed.norm, shapes)
     for part in (model.patch_drop, model.norm_pre, getattr(model, "pos_drop", nn.Identity())):
         bound *= module_bound(part, shapes)
+    _only_children(model, ["patch_embed", "pos_drop", "patch_drop", "norm_pre", "blocks", "norm", "fc_norm",
+                           "head_drop", "head"])
     for block in model.blocks:
+        # timm's Block, Mlp and Attention exactly: ResPostBlock (post-norm), ParallelScalingBlock,
+        # GluMlp (x1·act(x2), with Mlp's child names) and SwiGLU compute otherwise.
+        for part, kind in ((block, "Block"), (block.attn, "Attention"), (getattr(block, "mlp", None), "Mlp")):
+            if type(part).__name__ != kind or not type(part).__module__.startswith("timm."):
+                raise Unsupported(f"{type(part).__name__} in a VisionTransformer (timm's {kind} only)")
+        _only_children(block, ["norm1", "attn", "ls1", "drop_path1", "norm2", "mlp", "ls2", "drop_path2"])
+        _only_children(block.mlp, ["fc1", "act", "drop1", "norm", "fc2", "drop2"])
         for part in ("ls1", "ls2", "drop_path1", "drop_path2"):
             if not isinstance(getattr(block, part), (nn.Identity, nn.Dropout)):
                 raise Unsupported(f"Block.{part}")
@@ -273,6 +288,16 @@ def _only_children(module: nn.Module, names: list[str]) -> None:
 def network_bound(module: nn.Module, input_size: tuple[int, int, int], std) -> tuple[float | None, str]:
     """The certified L2 Lipschitz bound of pixels ↦ logits, with the normalisation's 1/min(std);
     ``(None, reason)`` when some part has no bound here."""
+    from torch.nn.modules import module as torch_module
+
+    # A hook, or a forward set on the instance, computes what no class here says (a hook that
+    # scaled a layer's output by 1000 was bounded as the layer: 0.98 for a model steeper than 980).
+    if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
+        return None, "no certified bound for a model run under global forward hooks"
+    for child in module.modules():
+        if child._forward_hooks or child._forward_pre_hooks or "forward" in vars(child):
+            return None, (f"no certified bound for {type(child).__name__} with a forward hook or a forward of its "
+                          "own (not its class's)")
     shapes: dict[nn.Module, tuple[int, ...]] = {}
 
     def record(child: nn.Module, args: tuple, output: object) -> None:  # a hook that returns None
