@@ -71,6 +71,28 @@ def temporary_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Remove the staged writes of ``path`` (:func:`temporary_path`) whose process is gone: a
+    write killed mid-way left a partial ``.leaderboard.json.<pid>.tmp`` in a published folder,
+    served as it was, and no later write removed it. Call it holding the file's lock."""
+    removed = []
+    for staged in Path(path).parent.glob(f".{Path(path).name}.*.tmp"):
+        pid = staged.name[len(Path(path).name) + 2 : -len(".tmp")]
+        if not (is_temporary(staged.name) and pid.isdigit()) or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive: its own write
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError, OSError):
+            continue
+        with contextlib.suppress(OSError):
+            staged.unlink()
+            removed.append(staged)
+    return removed
+
+
 def is_temporary(name: str) -> bool:
     """Whether a file name is a staged write's (:func:`temporary_path`): one a kill left behind
     belongs to the suite, and the next run of the directory removes it."""
@@ -131,12 +153,30 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object], kept: str = UN
             with open(tmp, "wb") as handle:
                 write(handle)
                 sync(handle)
+            _keep_mode(path, tmp)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
                 tmp.unlink(missing_ok=True)
             raise
     return path
+
+
+def _keep_mode(path: Path, tmp: Path) -> None:
+    """Give the staged file the permissions (and, where allowed, the owner) of the regular file it
+    replaces: a shared leaderboard of mode 664 came back 644, owned by whoever wrote it last."""
+    import stat
+
+    try:
+        old = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(old.st_mode):
+        return
+    os.chmod(tmp, stat.S_IMODE(old.st_mode))
+    if hasattr(os, "chown"):
+        with contextlib.suppress(OSError):  # only root may give a file away
+            os.chown(tmp, old.st_uid, old.st_gid)
 
 
 def _refuse_special(path: Path) -> None:
@@ -199,7 +239,13 @@ def lock_directory(directory: Path, wait: bool, what: str = "advsuite run") -> i
 def through_link(path: Path) -> Path:
     """``path``, or the file it links to: for a file the user named (a leaderboard, a model
     card), which a write should update where it is rather than replace the link with a copy."""
-    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    if not os.path.islink(path):
+        return Path(path)
+    if _loops(Path(path)):  # realpath gave the link back, and the write replaced it with a file
+        from suite.errors import ConfigError
+
+        raise ConfigError(f"{str(path)!r} is a symbolic link that loops: it names no file; remove it or name a file")
+    return Path(os.path.realpath(path))
 
 
 def _loops(path: Path) -> bool:

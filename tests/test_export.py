@@ -337,3 +337,42 @@ def test_a_card_holds_one_model_and_one_set_of_weights(run_dir, hub_run_dir, tmp
     assert all(r.metric_args.get("eps") in (None, 0.05) for r in results)
     entries = yaml.safe_load((card / "hub" / ".eval_results/advsuite-ylecun-mnist-mnist-test.yaml").read_text())
     assert len(entries) == 4 and all(entry["notes"].endswith("; weights sha256-0123456789abcdef") for entry in entries)
+
+
+def test_eval_results_of_another_model_are_refused_whatever_the_card_holds(hub_run_dir, tmp_path):
+    """The model check ran through the card alone: under a user's own card (no advsuite
+    model-index), another model's results went into the same ``.eval_results`` file, and with
+    ``--replace`` (weights recorded) replaced the first model's."""
+    card = tmp_path / "card"
+    hub.export(hub_run_dir, card)
+    (card / "README.md").write_text("# My model card\n")
+    files = {path: path.read_text() for path in card.rglob("*") if path.is_file()}
+    other = _copy_of(hub_run_dir, tmp_path / "other", spec="builtin:digits-cnn-at", name="builtin:digits-cnn-at",
+                     weights="sha256-0123456789abcdef")
+    for replace in (False, True):
+        with pytest.raises(ConfigError, match="holds advsuite results of the model 'builtin:digits-cnn', and these "
+                                              "are of 'builtin:digits-cnn-at'"):
+            hub.export(other, card, replace=replace)
+    assert {path: path.read_text() for path in card.rglob("*") if path.is_file()} == files
+
+
+def test_local_data_is_never_published_as_a_hub_dataset(run_dir, tmp_path, monkeypatch):
+    """A local folder named like a Hub id (``hf:myorg/digits``) was written as that Hub dataset's
+    ``.eval_results``, and a local path stood in the card as the dataset's name."""
+    data = json.loads((run_dir / "results.json").read_text())
+    cases = {"folder-here": ("myorg/digits", data["dataset"]["fingerprint"]),
+             "fingerprinted-by-bytes": ("myorg/reviews", "sha256-0123456789abcdef"),
+             "no-hub-id": ("a/b/c", data["dataset"]["fingerprint"]),
+             "absolute-path": ("/home/me/data/reviews", data["dataset"]["fingerprint"])}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "myorg" / "digits").mkdir(parents=True)
+    for case, (name, fingerprint) in cases.items():
+        changed = json.loads(json.dumps(data))
+        changed["dataset"].update(spec=f"hf:{name}", fingerprint=fingerprint)
+        changed["config"]["dataset"]["spec"] = f"hf:{name}"
+        (tmp_path / case).mkdir()
+        (tmp_path / case / "results.json").write_text(json.dumps(changed))
+        hub.export(tmp_path / case, tmp_path / f"{case}-card")
+        assert not (tmp_path / f"{case}-card" / ".eval_results").exists(), case
+        types = {r.dataset_type for r in ModelCard.load(tmp_path / f"{case}-card" / "README.md").data.eval_results}
+        assert types == {f"local:{Path(name).name}"}, case

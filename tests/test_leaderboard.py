@@ -628,6 +628,35 @@ def test_a_leaderboard_that_is_a_symbolic_link_is_written_through(demo_results, 
     assert (site / "index.html").exists()  # the page beside the name given
 
 
+def test_a_write_keeps_the_boards_mode_clears_what_a_kill_left_and_refuses_a_looping_link(demo_results, tmp_path):
+    """A shared board of mode 664 came back 644; a partial ``.board.json.<pid>.tmp`` a kill left
+    in the published folder stayed there; re-adding the same results rewrote the file (and failed
+    on a full disk); a link that loops was replaced by a regular file."""
+    import os
+    import subprocess
+
+    board = tmp_path / "site" / "board.json"
+    results = [demo_results / "vision" / "results.json"]
+    leaderboard.add(results, board)
+    os.chmod(board, 0o664)
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a process that has ended: its staged write is stale
+    stale, live = board.with_name(f".board.json.{gone.pid}.tmp"), board.with_name(f".board.json.{os.getpid()}.tmp")
+    stale.write_text('{"partial')
+    live.write_text("mine")
+    before = board.stat().st_mtime_ns
+    _, added, replaced = leaderboard.add(results, board)
+    assert (added, board.stat().st_mtime_ns) == (0, before) and replaced >= 1  # the same bytes: not rewritten
+    assert not stale.exists() and live.exists()
+    leaderboard.add([demo_results / "text" / "results.json"], board)
+    assert board.stat().st_mode & 0o777 == 0o664
+    (tmp_path / "a.json").symlink_to(tmp_path / "b.json")
+    (tmp_path / "b.json").symlink_to(tmp_path / "a.json")
+    with pytest.raises(ConfigError, match="is a symbolic link that loops"):
+        leaderboard.add(results, tmp_path / "a.json")
+    assert (tmp_path / "a.json").is_symlink()
+
+
 def test_one_add_that_gives_one_slot_twice_is_refused():
     """A seed sweep's replicates (one model, task and threat, another attack seed each) all fill
     one slot: adding the sweep's directory kept the last and said '1 added'."""

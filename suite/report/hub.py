@@ -209,9 +209,32 @@ def eval_results_files(runs: list[Results], existing: dict[str, tuple[str, str]]
 
 
 def hub_dataset(run: Results) -> str | None:
-    """The Hub id of the run's dataset, ``None`` for a built-in or local one."""
+    """The Hub id of the run's dataset, ``None`` for a built-in or local one: a path, a folder
+    the run fingerprinted by its bytes (``sha256-``, a local file or folder of tables), a name
+    that exists here as a path, or no valid Hub id. A local folder named like a Hub dataset
+    (``hf:myorg/digits``) put its numbers on that dataset's page."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
     scheme, _, name = run.dataset.spec.partition(":")
-    return name if scheme == "hf" and name and not _LOCAL.search(name) else None
+    if scheme != "hf" or not name or _LOCAL.search(name) or (run.dataset.fingerprint or "").startswith("sha256-"):
+        return None
+    try:
+        validate_repo_id(name)
+        if Path(name).expanduser().exists():
+            return None
+    except (HFValidationError, OSError):  # OSError: a name too long for a path
+        return None
+    return name
+
+
+def _dataset_name(run: Results) -> str:
+    """The card's name of the run's dataset: its Hub id, a built-in's spec, or a local one's
+    file or folder name (its path would publish the machine's directories)."""
+    hub_id = hub_dataset(run)
+    if hub_id is not None:
+        return hub_id
+    scheme, _, name = run.dataset.spec.partition(":")
+    return run.dataset.spec if scheme != "hf" else f"local:{Path(name).name or name}"
 
 
 def eval_results_path(run: Results) -> str:
@@ -293,7 +316,7 @@ def _eval_results(run: Results) -> list[Any]:
     from huggingface_hub import EvalResult
 
     modality = _modality(run)
-    dataset = hub_dataset(run) or run.dataset.spec
+    dataset = _dataset_name(run)
     # The Hub's dataset revision is a git revision of the dataset repo: only one the run recorded
     # (the data's fingerprint goes in the args).
     revision = run.dataset_setting("revision")

@@ -39,6 +39,15 @@ EVALUATION = ("n", "seed", "dataset_fingerprint", "weights", "recipe")
 #: How an ``.eval_results`` entry's ``notes`` name the weights (:func:`suite.report.hub._entries`).
 #: Last, so that no name before it can forge it.
 NOTES_WEIGHTS = re.compile(r"; weights (sha256-[0-9a-f]+)$")
+#: How an advsuite entry's ``notes`` name the model (``; model <name>; dataset fingerprint ...``).
+NOTES_MODEL = re.compile(r"; model (.*?); dataset fingerprint ")
+
+
+def entry_model(entry: Any) -> str | None:
+    """The model an advsuite ``.eval_results`` entry's notes name, ``None`` for another's entry."""
+    notes = entry.get("notes") if isinstance(entry, dict) else None
+    named = NOTES_MODEL.search(notes) if isinstance(notes, str) and entry_group(entry) is not None else None
+    return named.group(1) if named else None
 
 
 def _args(result: Any) -> dict[str, Any]:
@@ -141,6 +150,14 @@ def merge_entries(old: list[dict[str, Any]], new: list[dict[str, Any]], weights:
     """``old`` ``.eval_results`` entries with the groups ``new`` covers replaced by ``new``'s (the
     card, written by the same export, refused another evaluation's groups already), and those of
     other weights than ``weights`` removed (``replace``) or refused (module notes)."""
+    # Another model's entries, refused always, as the card's are: the card is checked only where
+    # it holds advsuite results, and a user's own card (or the Hub's) holds none.
+    models = {model for entry in new if (model := entry_model(entry)) is not None}
+    other = next((model for entry in old if (model := entry_model(entry)) is not None and model not in models), None)
+    if other is not None and models:
+        raise ConfigError(printable(f"{source} holds advsuite results of the model {other!r}, and these are of "
+                                    f"{sorted(models)[0]!r}: one model's results, and merged the Hub would show one's "
+                                    "numbers under the other's name; export to another --to"))
     stale = _stale_entries(old, weights)
     if stale and not replace:
         named = NOTES_WEIGHTS.search(stale[0]["notes"])

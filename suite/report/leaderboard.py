@@ -40,7 +40,7 @@ from pydantic import ValidationError
 import suite.strict_json as strict_json
 from suite.errors import ConfigError, WriteError, is_write_fault
 from suite.intervals import wilson_interval
-from suite.paths import atomic_write_text, through_link
+from suite.paths import atomic_write_text, remove_stale_temporaries, through_link
 from suite.report.leaderboard_merge import merge, merge_all
 from suite.report.leaderboard_page import PAGE_FILES, PAGE_MISSING, install_page
 from suite.report.leaderboard_schema import (
@@ -262,8 +262,11 @@ def add(results_paths: Iterable[Path], path: Path = DEFAULT_PATH, replace: bool 
         path.parent.mkdir(parents=True, exist_ok=True)
         with locked(path.parent):
             # Again, under the lock: another add may have written meanwhile.
+            remove_stale_temporaries(path)  # a write killed mid-way, left in the published folder
             board, added, replaced = merge_all(load(path), sourced, replace)
-            atomic_write_text(path, dumps(board), UNCHANGED)
+            text = dumps(board)
+            if not (path.is_file() and path.read_bytes() == text.encode("utf-8")):  # a full disk refused a no-op
+                atomic_write_text(path, text, UNCHANGED)
     except OSError as error:
         if is_write_fault(error):  # the system refused (no space, read-only...): one line, status 1
             raise WriteError(error.filename or path, error, UNCHANGED) from error
