@@ -376,3 +376,14 @@ def test_local_data_is_never_published_as_a_hub_dataset(run_dir, tmp_path, monke
         assert not (tmp_path / f"{case}-card" / ".eval_results").exists(), case
         types = {r.dataset_type for r in ModelCard.load(tmp_path / f"{case}-card" / "README.md").data.eval_results}
         assert types == {f"local:{Path(name).name}"}, case
+
+
+def test_a_crlf_card_keeps_its_line_ends_and_its_text(run_dir, tmp_path):
+    """The card was read with newline translation: a CRLF card came back LF, its text too."""
+    card = tmp_path / "card"
+    card.mkdir()
+    (card / "README.md").write_bytes(b"---\r\nlicense: mit\r\n---\r\n\r\n# Mine\r\n\r\nSome text.\r\nMore.\r\n")
+    hub.export(run_dir, card)
+    data = (card / "README.md").read_bytes()
+    assert data.count(b"\r\n") == data.count(b"\n") and data.endswith(b"\r\n# Mine\r\n\r\nSome text.\r\nMore.\r\n")
+    assert metadata_load(card / "README.md")["license"] == "mit"

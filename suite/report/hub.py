@@ -391,6 +391,6 @@ def _read_local(path: Path) -> str | None:
     if not path.is_file():  # a named pipe: reading it waited forever
         raise ConfigError(f"{str(path)!r} is not a regular file: name the directory of a card to write")
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_bytes().decode("utf-8")  # as it is: read_text made a CRLF card's lines LF
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read {str(path)!r}: {getattr(error, 'strerror', None) or error}") from error
