@@ -98,6 +98,13 @@ def test_timm_models_preprocess_as_timm_resolves_their_config(tmp_path):
         ours = load_model(f"timm:{directory}").preprocessing
         assert ours == Preprocessing(theirs["crop_pct"], theirs["interpolation"], theirs["crop_mode"])
     assert ours == Preprocessing(0.9, "bicubic", "squash")
+    # Nor mean and std: timm's (ImageNet's), as timm normalises (the suite used 0.5).
+    cfg = {key: value for key, value in config["pretrained_cfg"].items() if key not in ("mean", "std")}
+    (directory / "config.json").write_text(json.dumps(config | {"pretrained_cfg": cfg}))
+    theirs = resolve_model_data_config(timm.create_model(f"local-dir:{directory}"))
+    loaded = load_model(f"timm:{directory}")
+    torch.testing.assert_close(loaded.mean.flatten(), torch.tensor(theirs["mean"], dtype=torch.float32))
+    torch.testing.assert_close(loaded.std.flatten(), torch.tensor(theirs["std"], dtype=torch.float32))
 
 
 def test_built_in_models_keep_the_suites_own_preprocessing():

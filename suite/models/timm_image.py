@@ -306,10 +306,15 @@ def _load_timm_dir(directory: Path, config: ModelConfig, name: str) -> TimmImage
         | ({"model_args": meta.model_args} if meta.model_args else {}),
     )
     channels = meta.channels
+    # Where config.json gives none: timm's own (ImageNet's) for 3 channels, as timm.create_model
+    # ("local-dir:...") normalises (0.5 before 2026-11-30); timm has none for other counts.
+    from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+
+    mean, std = (IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD) if channels == 3 else ((0.5,) * channels,) * 2
     return TimmImageClassifier(
         model,
-        mean=meta.pretrained_cfg.mean or (0.5,) * channels,
-        std=meta.pretrained_cfg.std or (0.5,) * channels,
+        mean=meta.pretrained_cfg.mean or tuple(mean),
+        std=meta.pretrained_cfg.std or tuple(std),
         input_size=meta.input_size,
         labels=_labels_for(model.num_classes, meta.label_names),
         info=info,
