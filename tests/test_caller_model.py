@@ -164,3 +164,20 @@ def test_gradients_hidden_off_the_data_or_on_some_pixels_and_batch_dependent_ans
         assert hidden.clean_accuracy == plain.clean_accuracy
     if kind == "off-the-data":  # and an attack that no longer finds what it found
         assert hidden.attacks["pgd_linf"].robust_accuracy > plain.attacks["pgd_linf"].robust_accuracy
+
+
+def test_logits_of_another_shape_than_the_batch_and_classes_are_one_line():
+    """A module whose output count changed with the batch (10 alone, 5 in a batch) failed with an
+    index error deep in the scoring."""
+    class Shifty(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = nn.Linear(64, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            logits = self.linear(x.flatten(1))
+            return logits if len(x) == 1 else logits[:, :5]
+
+    images = torch.rand(8, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ConfigError, match=r"gave logits of shape \(8, 5\) for 8 input\(s\); it has 10 classes"):
+        suite.evaluate(Shifty(), (images, torch.arange(8)), attacks=["pgd_linf"], eps=0.05)
