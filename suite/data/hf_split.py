@@ -42,7 +42,8 @@ def split_fingerprint(name: str, split: str) -> str | None:
     for file in files:
         # datasets resolves the files to absolute paths: a relative folder (hf:data/reviews) raised
         # ValueError from relative_to, a traceback for valid input.
-        digest.update(f"{os.path.relpath(os.path.abspath(file), os.path.abspath(path))}\0{file_sha256(file)}\0".encode())
+        relative = os.path.relpath(os.path.abspath(file), os.path.abspath(path))
+        digest.update(f"{relative}\0{file_sha256(file)}\0".encode())
     return "sha256-" + digest.hexdigest()[:16]
 
 

@@ -115,9 +115,9 @@ def conform_image(image: Any, input_size: tuple[int, int, int], name: str = "the
     evaluation geometry: :func:`resized_size`), with PIL's filters for files and torch's
     (antialiased) for tensors, files and tensors alike. One of the model's size is taken as it
     is: preprocessed already (RobustBench's ImageNet tensors are 224² after a resize to 256 and
-    a centre crop; cropping them again would zoom in by 8/7). Grey images are repeated to 3 channels and colour images weighted
-    to 1 by luma (PIL's, for files and tensors alike) as the model needs; other channel counts
-    are refused. 16-bit grey images are scaled by 1/65535 (and resized in float): PIL's own
+    a centre crop; cropping them again would zoom in by 8/7). Grey images are repeated to 3
+    channels and colour images weighted to 1 by luma (PIL's, for files and tensors alike) as the
+    model needs; other channel counts are refused. 16-bit grey images are scaled by 1/65535 (and resized in float): PIL's own
     conversion to 8 bits would clip them. Images whose pixels have no defined range
     (:func:`undefined_range`) and modes PIL cannot convert are refused
     (:class:`~suite.errors.DataError` naming it as ``name``).

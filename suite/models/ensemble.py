@@ -69,7 +69,8 @@ class RandomizedEnsemble(Classifier):
                                   f"{first.input_size}, {member.info.name} {member.input_size}")
             if member.preprocessing != first.preprocessing:  # one image goes to every member
                 raise ConfigError(f"ensemble members resize images differently: {first.info.name} "
-                                  f"{first.preprocessing.as_dict()}, {member.info.name} {member.preprocessing.as_dict()}")
+                                  f"{first.preprocessing.as_dict()}, {member.info.name} "
+                                  f"{member.preprocessing.as_dict()}")
         self.members = members
         self.alphas = alphas
         self.modality = first.modality
