@@ -204,6 +204,15 @@ def test_leaderboard_add_fault_sweep(reference, tmp_path, capsys):
         assert written.keys() == expected.keys() and written["index.html"] == expected["index.html"]
     board = tmp_path / "k1" / "leaderboard.json"
     before = board.read_bytes()
+    with pytest.MonkeyPatch.context() as patch:  # the same results again: nothing to write, a full disk is no matter
+        patch.setattr(suite.paths, "sync", Faults(fail_at=1))
+        assert advsuite(*add, str(board)) == 0
+    assert board.read_bytes() == before
+    from suite.report import leaderboard
+
+    board.write_text(leaderboard.dumps(leaderboard.empty()))  # an add to an existing board that writes it
+    before = board.read_bytes()
+    capsys.readouterr()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(suite.paths, "sync", Faults(fail_at=1))
         assert advsuite(*add, str(board)) == 1
