@@ -131,9 +131,10 @@ class PGDAT(_Stepped):
 class TRADES(_Stepped):
     """TRADES: Zhang et al., ICML 2019, eq. 5 (with their Alg. 1's inner PGD on the KL term):
 
-        min_θ E [ CE(f(x), y) + λ · max_{x'} KL(p(x) ‖ p(x')) ],  λ = ``lam`` (1/β).
+        min_θ E [ CE(f(x), y) + ``lam`` · max_{x'} KL(p(x) ‖ p(x')) ],
 
-    ``lam`` defaults to 5, the value Robey et al. use (TRADES' own default is 6).
+    ``lam`` the KL term's weight: TRADES' code's β, the paper's 1/λ (eq. 5 divides by λ).
+    It defaults to 5, the value Robey et al. use (TRADES' own default is 6).
     Deviations: the inner search starts uniformly in the ε-ball (the PGD attack's start)
     rather than at x + 0.001·N(0, I); the reference distribution p(x) of the inner search is
     the eval-mode prediction, as in TRADES' code, which also attacks in eval mode.
@@ -215,20 +216,22 @@ class SBETAAT(_BetaMethod):
         L = Σ_{j≠y} λ_j · CE(f(x + η_j), y),  λ_j = exp(μ M_j(x + η_j)) / Σ_{k≠y} exp(μ M_k(x + η_k))
 
     (eq. 34, 36). As μ → ∞ the weights tend to BETA-AT's one-hot on j*. ``mu`` has no default
-    in the paper; 1.0 here. The weights are computed from the training forward pass and
-    treated as constants: they are the lower level's solution (eq. 34), which the upper level
-    does not differentiate through, as it does not through η*.
+    in the paper; 1.0 here. The weights are the margins the lower level reached, of the model
+    it maximised them on (eval mode, as every attack of training runs), and are constants:
+    they are the lower level's solution (eq. 34), which the upper level does not differentiate
+    through, as it does not through η*. They were taken from the training forward pass, in
+    train mode, where BatchNorm normalises by the batch of N·(K − 1) adversarial rows: another
+    function, whose μ → ∞ choice differed from BETA-AT's j* on 36 of 64 digits.
     """
 
     mu: float = Field(1.0, gt=0, allow_inf_nan=False)
 
     def loss(self, model, x, y, generators):
         with model.frozen() as classifier:
-            points, targets, rows = self.beta().target_iterates(classifier, x, y, generators)
+            points, _, rows, margins = self.beta().target_iterates(classifier, x, y, generators)
         logits = model.logits(points.detach()).float()
-        labels = y[rows]
-        weights = target_weights(margin(logits.detach(), labels, targets), len(x), self.mu)
-        return (weights * cross_entropy(logits, labels)).sum() / len(x)
+        weights = target_weights(margins.detach().float(), len(x), self.mu)
+        return (weights * cross_entropy(logits, y[rows])).sum() / len(x)
 
 
 def target_weights(margins: torch.Tensor, examples: int, mu: float) -> torch.Tensor:

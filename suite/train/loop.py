@@ -111,7 +111,7 @@ def _run(config: TrainConfig, method: TrainMethod, modality: Modality, data: Pre
         logger.info("epoch %d/%d: loss %.4f, validation clean %.1f%%, %s (%.1f s)", epoch + 1, config.epochs,
                     entry["loss"], 100 * metrics["val_clean"], modality.describe(metrics), entry["seconds"])
         model.eval()
-        improved = metrics[modality.best_metric] > best[modality.best_key]
+        improved = metrics[modality.best_metric] > best.get(modality.best_key, -1.0)
         if improved:
             best = {"epoch": epoch + 1, modality.best_key: metrics[modality.best_metric]}
         store.end_epoch(model, optimiser, entry, log, best, improved)

@@ -156,14 +156,16 @@ class BETA(NormChoiceAttack):
         )
 
     def target_iterates(self, model, x: torch.Tensor, y: torch.Tensor, generators: list[torch.Generator],
-                        mode: SearchMode = TRAINING) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                        mode: SearchMode = TRAINING) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every target's iterate rather than the best target's: what SBETA-AT trains on
         (Robey et al., Alg. 3 lines 4-8; one restart).
 
         Returns:
-            The points (N·K rows, example-major), the target class of each row and the index
-            of its example. The random starts and steps are those :meth:`perturb` takes for the
-            same generators, so BETA-AT's point is always one of these rows.
+            The points (N·K rows, example-major), the target class of each row, the index of
+            its example, and the margin M_j = f_j − f_y the search reached there (the model as
+            the search saw it: SBETA-AT's weights, eq. 34, are of that function). The random
+            starts and steps are those :meth:`perturb` takes for the same generators, so
+            BETA-AT's point is always one of these rows.
         """
         targets = top_targets(model, x, y, self.targets)
         rows = torch.arange(len(x), device=x.device).repeat_interleave(targets.shape[1])
@@ -172,4 +174,4 @@ class BETA(NormChoiceAttack):
         update = self._make_update(x[0].numel())(origin, start)
         search = self._search(model, origin, y[rows], start, self.steps, update, "margin", targets=targets.reshape(-1),
                               groups=rows, batch_rows=len(rows), mode=mode)
-        return search.best, targets.reshape(-1), rows
+        return search.best, targets.reshape(-1), rows, search.values
