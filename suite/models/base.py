@@ -177,8 +177,7 @@ class Classifier(ABC):
         with torch.set_grad_enabled(grad):
             logits = self._forward(batch).float()
         if logits.dim() != 2 or logits.shape[0] != len(batch) or logits.shape[1] != len(self.labels):
-            # A module whose output count changed with the batch (10 alone, 5 in a batch) failed
-            # with an index error deep in the scoring.
+            # (a module whose output count changed with the batch failed with an index error in scoring)
             raise ConfigError(f"{self.info.name!r} gave logits of shape {tuple(logits.shape)} for {len(batch)} "
                               f"input(s); it has {len(self.labels)} classes, so N×{len(self.labels)} was expected")
         return logits

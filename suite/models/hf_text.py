@@ -14,6 +14,7 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -242,12 +243,12 @@ def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bo
 
     kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code,
               **({"local_files_only": True} if local_only else {})}
-    model_config = None
-    if Path(source).is_dir():  # a Hub name is asked only once loading fails: no second wait for the network
-        _refuse_image_classifier(name, source, kwargs)
+    # A Hub name is asked only once loading fails (no second wait for the network); a directory's
+    # config, read for that check, is the one loaded.
+    model_config = _refuse_image_classifier(name, source, kwargs) if Path(source).is_dir() else None
     try:
         tokenizer = _tokenizer(name, source, kwargs)
-        model_config = AutoConfig.from_pretrained(source, **kwargs)
+        model_config = model_config or AutoConfig.from_pretrained(source, **kwargs)
         # None lets transformers fall back to pytorch_model.bin, read with weights_only=True.
         use_safetensors = None if config.allow_pickle else True
         model = AutoModelForSequenceClassification.from_pretrained(
@@ -275,9 +276,10 @@ def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bo
     return model_config, model, tokenizer
 
 
-def _refuse_image_classifier(name: str, source: str, kwargs: dict) -> None:
+def _refuse_image_classifier(name: str, source: str, kwargs: dict) -> Any:
     """Refuse an image classifier (``ViTForImageClassification``...) in one line: it has no
-    tokenizer, and transformers' own error named only its config class."""
+    tokenizer, and transformers' own error named only its config class. Returns the config read
+    (``None`` where it cannot be: loading the model says why)."""
     from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES as IMAGE,
@@ -287,7 +289,7 @@ def _refuse_image_classifier(name: str, source: str, kwargs: dict) -> None:
     try:
         model_config = AutoConfig.from_pretrained(source, **kwargs)
     except Exception:  # noqa: BLE001 - said where the model itself fails to load
-        return
+        return None
     named = [arch for arch in getattr(model_config, "architectures", None) or []
              if isinstance(arch, str) and arch.endswith("ForImageClassification")]
     kind = getattr(model_config, "model_type", None)
@@ -296,6 +298,7 @@ def _refuse_image_classifier(name: str, source: str, kwargs: dict) -> None:
     if named:
         raise ConfigError(f"hf model {name!r} is an image classifier ({named[0]}): hf: serves text classifiers, "
                           "and image models load through timm (timm:<name or directory>)")
+    return model_config
 
 
 def _tokenizer(name: str, source: str, kwargs: dict):
