@@ -23,25 +23,32 @@ class ASCC(TextMethod):
     Each token's adversarial embedding is a point of the convex hull of its own and its
     synonyms' word embeddings, ê_i = Σ_j softmax(w_i)_j E[s_ij]. The inner problem finds w by
     ``steps`` = 5 Adam steps (lr 1, weight decay 2e-5, TextDefender's) minimising
-    −KL(p(x) ‖ p(ê)) + ``entropy_weight``·H(softmax(w)) (the entropy term makes the weights sparse); the
-    outer loss is CE(p(x), y) + ``beta``·KL(p(x) ‖ p(ê)). (``entropy_weight`` is the paper's α,
-    named apart from the PGD methods' step size ``alpha``.) The log keeps both terms (``ce``,
-    ``kl``): as the model sharpens, the inner maximisation finds hull points of larger KL, so the
-    total can rise while the clean cross-entropy falls (measured on the built-in model after
-    epoch 5 of 20).
+    −Σ_b KL(p(x_b) ‖ p(ê_b)) + ``entropy_weight``·(1/(B·``padded_length``))·Σ_b Σ_i H(softmax(w_bi)):
+    as TextDefender (Li et al. 2021, the code the IoR paper takes its hyperparameters from), the
+    KL summed over the batch and the entropy (which makes the weights sparse) averaged over the
+    batch's B × ``padded_length`` token positions, padding included (it pads every sentence to
+    its ``max_seq_len``, 128). The outer loss is CE(p(x), y) + ``beta``·KL(p(x) ‖ p(ê)), both
+    means over the batch. (``entropy_weight`` is the paper's α, named apart from the PGD
+    methods' step size ``alpha``.) The log keeps both terms (``ce``, ``kl``): as the model
+    sharpens, the inner maximisation finds hull points of larger KL, so the total can rise while
+    the clean cross-entropy falls (measured on the built-in model after epoch 5 of 20).
+
+    Until 2026-11-30 (built-ins before revision v2) the entropy was summed, not averaged: at the
+    built-ins' batch of 8 that weighed it 1,024 times as much as TextDefender's α = 10 does.
 
     Synonyms (``neighbours`` per word, at most) come from WordNet: the vocabulary's whole words
     whose synsets share a lemma with the word, in WordNet's order. Deviations: TextDefender
     reads a file of counter-fitted-embedding neighbours (not available offline) and is
     hard-wired to BERT's WordPiece vocabulary; subword pieces here get no synonyms. w starts
-    from N(0, 2/(n·k)) per example (kaiming-normal over the example's n tokens and k
-    neighbour slots, TextDefender's init over the padded batch).
+    from N(0, 2/(``padded_length``·k)) on each real token (kaiming-normal over TextDefender's
+    B × 128 × k tensor, k neighbour slots), drawn from each example's own generator.
     """
 
     steps: int = Field(5, ge=1, le=MAX_STEPS)
     entropy_weight: float = Field(10.0, ge=0, allow_inf_nan=False)
     beta: float = Field(40.0, ge=0, allow_inf_nan=False)
     neighbours: int = Field(8, ge=1, le=100)
+    padded_length: int = Field(128, ge=1, le=100_000)
     _table: dict[str, torch.Tensor] = PrivateAttr(default_factory=dict)
 
     def neighbour_table(self, model: TrainableText) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,10 +69,8 @@ class ASCC(TextMethod):
         optimiser = torch.optim.Adam([weights], lr=1.0, weight_decay=2e-5)
         for _ in range(self.steps):
             logits = model.logits(batch, _hull(weights, neighbour_embeddings.detach(), neighbour_mask))
-            probabilities = _masked_softmax(weights, neighbour_mask)
-            entropy = -(probabilities * torch.log(probabilities.clamp_min(1e-12))).sum()
-            objective = -_kl(reference, logits).sum() + self.entropy_weight * entropy
-            (weights.grad,) = torch.autograd.grad(objective, weights)
+            (weights.grad,) = torch.autograd.grad(self.inner_objective(reference, logits, weights, neighbour_mask),
+                                                  weights)
             optimiser.step()
         clean = model.logits(batch)
         adversarial = model.logits(batch, _hull(weights.detach(), neighbour_embeddings, neighbour_mask))
@@ -75,12 +80,21 @@ class ASCC(TextMethod):
         return {"loss": float(loss.detach()), "ce": float(ce.detach()), "kl": float(kl.detach()),
                 "grad_norm": gradient_norm(model)}
 
+    def inner_objective(self, reference: torch.Tensor, logits: torch.Tensor, weights: torch.Tensor,
+                        mask: torch.Tensor) -> torch.Tensor:
+        """What the inner Adam steps minimise: −Σ_b KL(p_ref,b ‖ p_b) + α·(the token entropies of
+        softmax(w) summed, over B × ``padded_length`` positions)."""
+        probabilities = _masked_softmax(weights, mask)
+        entropy = -(probabilities * torch.log(probabilities.clamp_min(1e-12))).sum()
+        positions = len(weights) * self.padded_length  # TextDefender's mean over its padded batch
+        return -_kl(reference, logits).sum() + self.entropy_weight * entropy / positions
+
     def _start(self, mask: torch.Tensor, batch: Batch, generators: list[torch.Generator]) -> torch.Tensor:
         weights = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
         tokens = token_mask(batch, weights)
         for row, generator in enumerate(generators):
             positions = tokens[row].nonzero().flatten()
-            std = math.sqrt(2.0 / max(1, len(positions) * mask.shape[-1]))
+            std = math.sqrt(2.0 / (self.padded_length * mask.shape[-1]))
             draw = torch.randn(len(positions), mask.shape[-1], generator=generator, dtype=torch.float64) * std
             weights[row, positions] = draw.to(weights.device, weights.dtype)
         return weights

@@ -36,7 +36,8 @@ from suite.train.config import TrainConfig
 #: ``METHOD_VERSIONS`` when only that method changed).
 TEXT_AT_VERSION = "v1"
 #: aug v2: one DeepWordBug text per training sentence, fooling or not (v1 kept only the fooling ones).
-METHOD_VERSIONS = {"aug": "v2"}
+#: ascc v2: the entropy term averaged over the padded batch's positions, as TextDefender (v1 summed it).
+METHOD_VERSIONS = {"aug": "v2", "ascc": "v2"}
 #: NLTK data a method's training needs (ASCC: WordNet synonyms), checked before it starts.
 TRAINING_RESOURCES = {"ascc": ("wordnet",)}
 INIT_VERSION = "v1"
