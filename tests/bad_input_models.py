@@ -125,6 +125,14 @@ CASES: list[Case] = [
              **json.loads((d / "config.json").read_text())["pretrained_cfg"], "crop_mode": "border"}))),
     Case("model-hf-image-classifier", hf(), "is an image classifier (ViTForImageClassification): hf: serves text "
          "classifiers", lambda work: _vit(work / "m")),
+    # Heads whose prediction is no argmax over classes: a regression, independent sigmoids, one output.
+    Case("model-hf-regression-head", hf(), "is a regression model (1 output(s)): advsuite evaluates single-label "
+         "classifiers", bert(labels=("score",))),
+    Case("model-hf-multi-label-head", hf(), "is a multi-label-classification model (2 output(s), problem_type "
+         "multi_label_classification)", bert(then=lambda d: edit_json(d / "config.json",
+                                                                   problem_type="multi_label_classification"))),
+    Case("model-timm-dir-one-class", timm(), "has 1 class(es): robust accuracy needs a classifier over at least 2 "
+         "classes", lambda work: save_tiny_timm(work / "m", num_classes=1)),
     Case("model-timm-checkpoint-pickle", timm("--checkpoint", "{tmp}/c.pt", model="timm:test_resnet"),
          "c.pt' is a pickle", pickled_checkpoint),
     Case("model-timm-checkpoint-evil-pickle",

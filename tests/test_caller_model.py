@@ -181,3 +181,16 @@ def test_logits_of_another_shape_than_the_batch_and_classes_are_one_line():
     images = torch.rand(8, 1, 8, 8, generator=torch.Generator().manual_seed(0))
     with pytest.raises(ConfigError, match=r"gave logits of shape \(8, 5\) for 8 input\(s\); it has 10 classes"):
         suite.evaluate(Shifty(), (images, torch.arange(8)), attacks=["pgd_linf"], eps=0.05)
+
+
+def test_a_module_of_one_output_is_refused_in_one_line():
+    """A single score (a regression, a sigmoid head) has no class to flip to: every label would
+    read as class 0, and robust accuracy would be the share of label 0."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Flatten(), nn.Linear(64, 1))
+    images = torch.rand(8, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    for run in (lambda: suite.evaluate(module, (images, torch.zeros(8, dtype=torch.long)), attacks=["pgd_linf"],
+                                       eps=0.05),
+                lambda: suite.certify(module, (images, torch.zeros(8, dtype=torch.long)), eps=[0.1])):
+        with pytest.raises(ConfigError, match="logits of shape N×K with K ≥ 2"):
+            run()

@@ -24,7 +24,7 @@ from suite.data.load import load_eval_set
 from suite.errors import ConfigError, SuiteError
 from suite.evaluation.api import DatasetLike, ModelLike, check_arguments, radii, resolve_data, resolve_model
 from suite.evaluation.certification import certification_report
-from suite.models import Classifier, ModelConfig, load_model
+from suite.models import Classifier, ModelConfig, load_model, require_classes
 from suite.models.card import default_dataset
 from suite.models.ensemble import is_ensemble
 from suite.models.registry import is_ensemble_spec, spec_modality
@@ -105,6 +105,7 @@ def certify(
             data = _default_dataset(model_config.spec)
         classifier, eval_set, dataset_config = resolve_data(data, classifier, model_config, split=split, n=n, seed=seed)
         classifier = classifier if classifier is not None else load_model(model_config)
+        require_classes(classifier)
         refuse_uncertifiable(classifier)
         if eval_set is None:
             eval_set = load_eval_set(dataset_config, classifier.input_spec, seed)

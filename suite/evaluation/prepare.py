@@ -36,7 +36,7 @@ from suite.evaluation.recipe import (
 from suite.evaluation.radius import Radius, resolve_radius, vacuous_radius
 from suite.evaluation.records import RecordStore, check_output_path
 from suite.evaluation.scoring import SCORING_VERSION
-from suite.models import Classifier, load_model
+from suite.models import Classifier, load_model, require_classes
 from suite.models.card import declared_threat_model
 from suite.models.ensemble import is_ensemble
 from suite.models.randomized import randomized_view
@@ -134,6 +134,7 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     if options.output is not None:  # an unwritable output is refused before a model loads (or a built-in trains)
         check_output_path(options.output)
     model = model if model is not None else load_model(task.model)
+    require_classes(model)  # a caller's model (load_model checks its own)
     if model.info.threat_model is None:  # a card's (hf:/timm:) threat model: results and the radius read it
         declared = declared_threat_model(task.model.spec, task.model.revision)
         if declared is not None:

@@ -28,6 +28,7 @@ def load_model(config: ModelConfig | str) -> Classifier:
         raise ConfigError(f"revision {config.revision!r} does not apply to {config.spec!r}, which is at "
                           f"{classifier.info.revision!r} (a built-in's training recipe version; a timm model's "
                           "checkpoint or directory): it would be ignored: drop --revision")
+    require_classes(classifier)
     if config.temperature != 1.0:
         from suite.models.temperature import TemperatureScaled
 
@@ -35,4 +36,16 @@ def load_model(config: ModelConfig | str) -> Classifier:
     return classifier
 
 
-__all__ = ["BUILTIN_MODELS", "MODEL_SCHEMES", "Classifier", "ModelConfig", "ModelInfo", "load_model"]
+def require_classes(model: Classifier) -> None:
+    """Refuse, in one line, a model of fewer than 2 classes (a timm head of one output, a
+    caller's model): robust accuracy is the argmax over classes, and a single score has none to
+    flip to."""
+    if model.num_classes < 2:
+        from suite.errors import ConfigError
+
+        raise ConfigError(f"model {model.info.name!r} has {model.num_classes} class(es): robust accuracy needs a "
+                          "classifier over at least 2 classes (a single score, as a regression or a sigmoid head, "
+                          "is not one)")
+
+
+__all__ = ["BUILTIN_MODELS", "MODEL_SCHEMES", "Classifier", "ModelConfig", "ModelInfo", "load_model", "require_classes"]

@@ -249,6 +249,7 @@ def _from_pretrained(name: str, source: str, config: ModelConfig, local_only: bo
     try:
         tokenizer = _tokenizer(name, source, kwargs)
         model_config = model_config or AutoConfig.from_pretrained(source, **kwargs)
+        _refuse_other_heads(name, model_config)
         # None lets transformers fall back to pytorch_model.bin, read with weights_only=True.
         use_safetensors = None if config.allow_pickle else True
         model = AutoModelForSequenceClassification.from_pretrained(
@@ -299,6 +300,19 @@ def _refuse_image_classifier(name: str, source: str, kwargs: dict) -> Any:
         raise ConfigError(f"hf model {name!r} is an image classifier ({named[0]}): hf: serves text classifiers, "
                           "and image models load through timm (timm:<name or directory>)")
     return model_config
+
+
+def _refuse_other_heads(name: str, model_config) -> None:
+    """Refuse a regression or multi-label head: robust accuracy here is the argmax of a softmax
+    over at least 2 classes (transformers trains ``num_labels`` 1 as a regression, and a
+    multi-label head's classes are independent sigmoids: neither argmax nor softmax is its
+    prediction)."""
+    problem, labels = getattr(model_config, "problem_type", None), getattr(model_config, "num_labels", 2)
+    if problem in ("regression", "multi_label_classification") or labels < 2:
+        kind = problem or "regression"
+        raise ConfigError(f"hf model {name!r} is a {kind.replace('_', '-')} model ({labels} output(s)"
+                          f"{f', problem_type {problem}' if problem else ''}): advsuite evaluates single-label "
+                          "classifiers, whose prediction is the argmax over at least 2 classes")
 
 
 def _tokenizer(name: str, source: str, kwargs: dict):
