@@ -87,16 +87,28 @@ def test_nll_temperature_undoes_a_design_temperature_exactly():
     logits = torch.randn(200, 3, generator=generator) * 2
     labels = [int(torch.multinomial(torch.softmax(row, 0), 1, generator=generator)) for row in logits]
     base = fit_nll_temperature(logits, labels)
-    for design in (UPCONF, DOWNCONF):
+    # 1e-12 and 1e20: a search over a fixed range (1e-9, 1e9) ended at its upper bound for both
+    # (at 1e20 the NLL was log 2 to the last bit at Brent's first points, and it drifted there).
+    for design in (UPCONF, DOWNCONF, 1e-12, 1e20):
         served = fit_nll_temperature(logits / design, labels)
-        assert served.temperature * design == pytest.approx(base.temperature, rel=1e-3)
+        assert served.temperature * design == pytest.approx(base.temperature, rel=1e-5)
         assert served.nll == pytest.approx(base.nll, rel=1e-6)
-        assert not served.at_bound
+        assert not served.at_bound and served.rule == "nll"
 
 
-def test_nll_fit_reports_a_bound_when_every_example_is_right():
+def test_cal_when_every_fitting_example_is_right_is_the_rule_of_successions_confidence():
+    """No NLL minimum (it falls as T → 0): the fit used to stop anywhere on float64's flat floor
+    (T_cal 1.8e-5 on 16 sentences, a view 56,000× more overconfident than the model). Now the
+    view's mean confidence is (n + 1)/(n + 2): here 3/4, at T = 3 / ln 3, for any design temperature."""
     logits = torch.tensor([[3.0, 0.0], [0.0, 3.0]])
-    assert fit_nll_temperature(logits, [0, 1], bounds=(1e-3, 1e3)).at_bound
+    for design in (1.0, UPCONF, DOWNCONF, 1e-12, 1e20):
+        fit = fit_nll_temperature(logits / design, [0, 1])
+        assert fit.rule == "confidence" and not fit.at_bound
+        assert fit.temperature * design == pytest.approx(3 / math.log(3), rel=1e-6)
+    fit = fit_nll_temperature(logits, [0, 1], bounds=(10.0, 1e3))  # the root lies below the range
+    assert fit.at_bound and fit.temperature == pytest.approx(10.0)
+    tied = fit_nll_temperature(torch.tensor([[3.0, 3.0, 0.0]]), [0])  # a tie at the top: confidence ≤ 1/2 < 2/3
+    assert tied.rule == "confidence" and tied.at_bound
 
 
 def test_opt_search_records_every_evaluation_and_finds_the_valley():
@@ -396,6 +408,47 @@ def test_records_do_not_depend_on_batch_size_with_adversaries(tmp_path):
     assert one.calibration == many.calibration
 
 
+def test_cal_undoes_design_temperatures_a_fixed_search_range_could_not_reach(tmp_path):
+    """Served at 1e-12 and 1e20 the calibrated adversary searched on the view at a bound of
+    (1e-9, 1e9): no better than the out-of-the-box attack, and no flag. Its range now follows
+    the logits' scale: the same T_cal · T_d and the same outcomes as at T = 1."""
+    base = _run(tmp_path, "base", n=16, kinds=("none", "cal"))
+    rows = {}
+    for name, design in (("base", 1.0), ("tiny", 1e-12), ("huge", 1e20)):
+        served = base if design == 1.0 else _run(tmp_path, name, n=16, kinds=("none", "cal"), temperature=design)
+        cal = served.adversary["cal"]
+        assert cal["rule"] == "nll" and not cal["at_bound"]
+        assert cal["temperature"] * design == pytest.approx(base.adversary["cal"]["temperature"], rel=1e-5)
+        assert served.attacks["deepwordbug@cal"].robust_accuracy == base.attacks["deepwordbug@cal"].robust_accuracy
+        assert not [warning for warning in served.warnings if warning.startswith("cal:")]
+        lines = (tmp_path / name / "records.jsonl").read_text().splitlines()
+        rows[name] = sorted((r["id"], r["robust"]) for r in map(json.loads, lines)
+                            if r["kind"] == "attack" and r["attack"] == "deepwordbug@cal")
+    # The same outcome on every sentence (a text may differ: the view's float32 scores round
+    # otherwise at 1e12 and 1e-20, and a search then breaks a tie the other way).
+    assert rows["tiny"] == rows["base"] == rows["huge"]
+
+
+def test_cal_on_examples_all_classified_right_is_warned_and_no_sharper_than_their_count_allows(sentiment_model):
+    """Fitted on sentences the model gets all right, the NLL has no minimum: T_cal came out at
+    1.8e-5 (a view 56,000× more overconfident than the model, which raised the robust accuracy
+    of its search from 56 % to 81 %) with a log line that called it a search bound."""
+    import suite
+    from suite.calibration.temperature import mean_confidence
+
+    test = sentiment("test")
+    predicted = sentiment_model.predict(list(test.inputs)).tolist()
+    right = [i for i, label in enumerate(test.labels) if predicted[i] == label][:12]
+    texts, labels = [test.inputs[i] for i in right], [test.labels[i] for i in right]
+    results = suite.evaluate(sentiment_model, (texts, labels), attacks=["deepwordbug"])
+    cal = results.adversary["cal"]
+    assert cal["rule"] == "confidence" and not cal["at_bound"]
+    logits = sentiment_model.logits(texts).double().numpy()
+    assert mean_confidence(logits, cal["temperature"]) == pytest.approx(13 / 14, abs=1e-6)
+    (warning,) = [warning for warning in results.warnings if warning.startswith("cal:")]
+    assert "every one of the 12 fitting example(s) is classified correctly" in warning
+
+
 def test_adversary_temperatures_are_refused_for_image_tasks(tmp_path):
     from suite.errors import ConfigError
 
@@ -550,3 +603,24 @@ def test_an_opt_temperature_at_a_search_bound_is_flagged(falling):
     assert abs(math.log(search.temperature / edge)) < 0.25
     assert _at_bound(search.temperature, BOUNDS)
     assert not _at_bound(1.0, BOUNDS) and not _at_bound(BOUNDS[1] / 1.5, BOUNDS)
+
+
+def test_a_drop_of_exactly_the_threshold_is_not_flagged_whatever_its_rounding():
+    """13/20 → 12/20 and 12/20 → 11/20 are both drops of one sentence in 20 (5 pp): the first
+    was flagged and the second not, by the rounding of their float differences."""
+    from suite.report.illusion import illusion_findings
+    from suite.report.results import AttackEntry
+
+    def findings(before: int, after: int, n: int = 20):
+        entries = {"dwb": AttackEntry.model_construct(adversary="none", access="black-box", robust_accuracy=before / n,
+                                                      base_attack=None, params={}),
+                   "dwb@cal": AttackEntry.model_construct(adversary="cal", access="black-box",
+                                                          robust_accuracy=after / n, base_attack="dwb",
+                                                          adversary_temperature=10.0, params={})}
+        return illusion_findings(entries, 0.05)
+
+    assert 13 / 20 - 12 / 20 > 0.05 > 12 / 20 - 11 / 20  # the rounding the flag used to follow
+    for before in range(1, 21):
+        assert not findings(before, before - 1).flagged
+        if before >= 2:
+            assert findings(before, before - 2).flagged

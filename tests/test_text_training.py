@@ -271,6 +271,25 @@ def test_platt_scaling_recovers_a_known_vector_scaling_and_beats_every_temperatu
     assert fit.changed_predictions > 0  # unequal scales move decisions: why Platt's rows are unstable
 
 
+def test_platt_fits_at_least_as_well_as_a_temperature_at_any_design_temperature():
+    """A temperature is a vector scaling, so Platt's NLL is never above cal's. With its scales
+    bounded absolutely by 1e6 it was, from T_d = 2e6 on (0.654 against 0.646 at 2e7): the scale
+    it needed passed the bound. The bounds are now relative to the logits' scale."""
+    from suite.calibration import fit_nll_temperature
+    from suite.calibration.platt import fit_platt
+
+    generator = torch.Generator().manual_seed(1)
+    logits = torch.randn(300, 3, generator=generator, dtype=torch.float64) * 2
+    labels = torch.multinomial(logits.softmax(dim=1), 1, generator=generator).flatten().tolist()
+    base = fit_platt(logits, labels)
+    for design in (1.0, 0.005, 2e6, 2e7, 1e-12, 1e20):
+        served = logits / design
+        fit = fit_platt(served, labels)
+        assert fit.nll <= fit_nll_temperature(served, labels).nll + 1e-12
+        assert fit.nll == pytest.approx(base.nll, rel=1e-7) and not fit.at_upper_bound
+        assert [s / design for s in fit.scale] == pytest.approx(list(base.scale), rel=1e-3)
+
+
 def test_a_design_temperature_is_named_as_the_mechanism(tmp_path):
     from suite.evaluation.api import evaluate
     from suite.models import ModelConfig

@@ -7,9 +7,13 @@ The paper does not say which multi-class form it fits, nor from where; vector sc
 a = 1, b = 0 is the usual one. It fits by gradient descent (lr 0.01, 5000 iterations); here the
 NLL, which is convex in (a, b) (a log-sum-exp of functions linear in them, minus a linear
 term), is minimised to convergence by L-BFGS-B in float64 with its exact gradient. The scales
-are kept in [1e-6, 1e6]: positive, so each class's own score stays increasing in its logit,
-and bounded, so a fitting set the model classifies perfectly (whose NLL keeps falling as the
-scales grow) still gives a finite fit (``at_bound``). Unlike a temperature, vector scaling can
+are kept in [1e-6, 1e6] relative to the logits' scale s (the fit runs on z / s, and the scales
+reported are a / s): positive, so each class's own score stays increasing in its logit, and
+bounded, so a fitting set the model classifies perfectly (whose NLL keeps falling as the scales
+grow) still gives a finite fit (``at_bound``; ``at_upper_bound`` for a scale at the top, the
+separable case). Relative, because a temperature is a vector scaling too, so Platt must fit at
+least as well as ``cal`` at any design temperature: with fixed bounds the needed scale passed
+1e6 from T_d = 2e6 and the fit came out worse than ``cal``'s. Unlike a temperature, vector scaling can
 change a prediction (``changed_predictions`` on the fitting set): an adversarial example of
 the Platt view need not fool the served model, which is why the paper's Platt rows are high
 and unstable.
@@ -25,6 +29,7 @@ import torch
 from scipy.optimize import minimize
 
 from suite.calibration.metrics import _as_logits, log_softmax
+from suite.calibration.temperature import logit_scale
 
 SCALE_BOUNDS = (1e-6, 1e6)
 BIAS_BOUND = 1e6
@@ -41,6 +46,7 @@ class PlattFit:
     iterations: int
     changed_predictions: int
     at_bound: bool
+    at_upper_bound: bool = False
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         scale = torch.tensor(self.scale, dtype=logits.dtype, device=logits.device)
@@ -64,15 +70,20 @@ def fit_platt(logits: torch.Tensor | np.ndarray, labels: Sequence[int]) -> Platt
         raise ValueError("the platt adversary needs labelled validation examples")
     classes = z.shape[1]
     onehot = np.eye(classes)[y]
-    start = np.concatenate([np.ones(classes), np.zeros(classes)])
+    unit = logit_scale(z)
+    scaled = z / unit  # the fit's own scales are relative to the logits' scale
+    start = np.concatenate([np.ones(classes), np.zeros(classes)])  # the logits at unit scale (convex: any start)
     bounds = [SCALE_BOUNDS] * classes + [(-BIAS_BOUND, BIAS_BOUND)] * classes
-    found = minimize(_objective, start, args=(z, onehot), jac=True, method="L-BFGS-B", bounds=bounds,
+    found = minimize(_objective, start, args=(scaled, onehot), jac=True, method="L-BFGS-B", bounds=bounds,
                      options={"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-10})
-    scale, bias = found.x[:classes], found.x[classes:]
+    relative, bias = found.x[:classes], found.x[classes:]
+    scale = relative / unit
     fitted = z * scale + bias
-    at_bound = bool(np.any(np.isclose(scale, SCALE_BOUNDS[0], rtol=1e-3) | np.isclose(scale, SCALE_BOUNDS[1], rtol=1e-3)))
+    low, high = (np.isclose(relative, bound, rtol=1e-3) for bound in SCALE_BOUNDS)
+    identity = np.concatenate([np.ones(classes), np.zeros(classes)])
     return PlattFit(
         scale=tuple(float(v) for v in scale), bias=tuple(float(v) for v in bias), nll=float(found.fun),
-        nll_at_identity=_objective(start, z, onehot)[0], iterations=int(found.nit),
-        changed_predictions=int((fitted.argmax(axis=1) != z.argmax(axis=1)).sum()), at_bound=at_bound,
+        nll_at_identity=_objective(identity, z, onehot)[0], iterations=int(found.nit),
+        changed_predictions=int((fitted.argmax(axis=1) != z.argmax(axis=1)).sum()),
+        at_bound=bool(np.any(low | high)), at_upper_bound=bool(np.any(high)),
     )

@@ -22,6 +22,7 @@ import torch
 
 from suite.attacks import Attack
 from suite.calibration import fit_nll_temperature, optimise_temperature
+from suite.calibration.temperature import logit_scale, relative_bounds
 from suite.calibration.platt import fit_platt
 from suite.data.base import Example
 from suite.evaluation.batching import attack_in_parts
@@ -98,41 +99,60 @@ def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None,
     if "cal" in config.kinds:
         result = fit_nll_temperature(fit.logits, labels, bounds=config.bounds)
         info["cal"] = {"temperature": result.temperature, "nll": result.nll, "nll_at_1": result.nll_at_1,
-                       "evaluations": result.evaluations, "at_bound": result.at_bound}
-        if result.at_bound:
-            # At the lower bound the NLL still falls as T → 0 (every fitting example classified
-            # correctly); at the upper one it falls towards log K as the probabilities flatten
-            # (the model no better than chance there).
-            why = ("every fitting example may be classified correctly" if result.temperature < 1 else
-                   "the model may be no better than chance on its fitting examples, and the calibrated view "
-                   "is then nearly uniform")
-            logger.warning("%s: the NLL-optimal temperature sits at a search bound (%g): %s", prepared.name,
-                           result.temperature, why)
+                       "evaluations": result.evaluations, "at_bound": result.at_bound, "rule": result.rule,
+                       "bounds": list(result.bounds)}
     if "platt" in config.kinds:
         platt = fit_platt(fit.logits, labels)
         info["platt"] = {"scale": list(platt.scale), "bias": list(platt.bias), "nll": platt.nll,
                          "nll_at_identity": platt.nll_at_identity, "iterations": platt.iterations,
-                         "changed_predictions": platt.changed_predictions, "at_bound": platt.at_bound}
-        if platt.changed_predictions:
-            logger.warning("%s: the Platt adversary's scaling changes %d prediction(s) of its fitting set: its "
-                           "adversarial texts may not fool the served model", prepared.name, platt.changed_predictions)
+                         "changed_predictions": platt.changed_predictions, "at_bound": platt.at_bound,
+                         "at_upper_bound": platt.at_upper_bound}
     if "opt" in config.kinds:
         pool = list(zip(fit_set.examples, fit.correct.tolist()))[: config.opt_n]
         # T_cal first: on a tie (Q is a step function) opt keeps the calibrated temperature.
         initial = ([info["cal"]["temperature"]] if info["cal"] else []) + [1.0]
+        # The range is centred on T_cal, else on the logits' scale (a fixed one misses the valleys
+        # of an extreme design temperature); explicit bounds are absolute.
+        bounds = config.bounds or relative_bounds(info["cal"]["temperature"] if info["cal"] else logit_scale(fit.logits))
         searches: dict[str, dict[str, Any]] = {}
         for run in prepared.runs:
             if run.kind != "opt":
                 continue
             key, attack = prepared.opt_attack or (run.base, run.attack)
             if key not in searches:
-                searches[key] = _opt_search(prepared, searched or prepared.model, key, attack, pool, initial)
-                if _at_bound(searches[key]["temperature"], config.bounds):
-                    logger.warning("%s: the adversary temperature that minimises %s's accuracy sits at a search "
-                                   "bound (T = %g): one beyond it may find more; widen the adversary's bounds",
-                                   prepared.name, key, searches[key]["temperature"])
+                searches[key] = _opt_search(prepared, searched or prepared.model, key, attack, pool, initial, bounds)
             info["opt"][run.base] = {**searches[key], "attack": key}
     return info
+
+
+def adversary_warnings(adversary: dict[str, Any]) -> list[str]:
+    """What a task's results must say about its adversary fits: a ``cal`` temperature by the
+    confidence rule or at a bound of its search, an ``opt`` one at a bound, a Platt fit whose
+    scales reached their upper bound. Each is a view that may search less well than eq. 9's."""
+    warnings = []
+    cal = adversary.get("cal")
+    if cal and cal.get("rule") == "confidence":
+        warnings.append(f"cal: every one of the {adversary.get('n')} fitting example(s) is classified correctly, so "
+                        f"the NLL has no minimum (it falls as T → 0): T_cal = {cal['temperature']:.4g} gives the "
+                        "view a mean confidence of (n + 1)/(n + 2) instead; fit it on a labelled split the model "
+                        "errs on (adversary: {split: validation}) for eq. 9's temperature")
+    elif cal and cal.get("at_bound"):
+        low, high = cal.get("bounds") or (0.0, math.inf)
+        side = "upper" if abs(math.log(cal["temperature"] / high)) < abs(math.log(cal["temperature"] / low)) else "lower"
+        warnings.append(f"cal: the NLL-optimal temperature sits at the {side} bound of its search "
+                        f"(T_cal = {cal['temperature']:.4g})"
+                        + (": the model may be no better than chance on its fitting examples, and the calibrated "
+                           "view is then nearly uniform" if side == "upper" else ": widen the adversary's bounds"))
+    for base, search in (adversary.get("opt") or {}).items():
+        if search.get("bounds") and _at_bound(search["temperature"], tuple(search["bounds"])):
+            warnings.append(f"opt ({search.get('attack', base)}): the temperature that minimises the attack's accuracy "
+                            f"sits at a bound of its search (T = {search['temperature']:.4g}): one beyond it may find "
+                            "more; widen the adversary's bounds")
+    platt = adversary.get("platt")
+    if platt and platt.get("at_upper_bound"):
+        warnings.append("platt: a class's scale reached the fit's upper bound (the fitting examples may be separable, "
+                        "so the NLL falls as the scales grow): the Platt view is as sharp as the bound allows")
+    return list(dict.fromkeys(warnings))  # one opt search may serve several attacks
 
 
 def _at_bound(temperature: float, bounds: tuple[float, float]) -> bool:
@@ -141,13 +161,14 @@ def _at_bound(temperature: float, bounds: tuple[float, float]) -> bool:
 
 
 def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: Attack,
-                pool: Sequence[tuple[Example, float]], initial: list[float]) -> dict[str, Any]:
+                pool: Sequence[tuple[Example, float]], initial: list[float],
+                bounds: tuple[float, float]) -> dict[str, Any]:
     """Brent search of T minimising Q(T) (adversarial accuracy on ``pool``); recorded for resume."""
     store, config = prepared.store, prepared.adversary
-    fields = ("temperature", "q", "evaluations", "attack_runs", "n")
+    fields = ("temperature", "q", "evaluations", "attack_runs", "n", "bounds")
     recorded = store.get("adversary", "opt", key)
     if recorded is not None:
-        return {name: recorded[name] for name in fields}
+        return {name: recorded.get(name) for name in fields}
     targets = [(ex, correct) for ex, correct in pool if correct > 0]
     processes = store.processes
 
@@ -170,11 +191,11 @@ def _opt_search(prepared: PreparedTask, searched: Classifier, key: str, attack: 
         logger.info("%s: opt %s: T=%.4g Q=%.3f", prepared.name, key, temperature, q)
         return q
 
-    search = optimise_temperature(adversarial_accuracy, bounds=config.bounds, maxiter=config.maxiter, initial=initial,
+    search = optimise_temperature(adversarial_accuracy, bounds=bounds, maxiter=config.maxiter, initial=initial,
                                   desc=f"{key}@opt: search T ({len(targets)} ex)")
     record = {"kind": "adversary", "id": "opt", "attack": key, "temperature": search.temperature, "q": search.q,
               "evaluations": [list(pair) for pair in search.evaluations], "attack_runs": search.attack_runs,
-              "n": len(pool)}
+              "n": len(pool), "bounds": list(bounds)}
     if processes.is_main:
         store.append([record])
     return {name: record[name] for name in fields}

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import torch
 
 from suite.attacks import Attack, build_attack
+from suite.calibration.temperature import CALIBRATION_VERSION
 from suite.data.base import EvalSet, Example
 from suite.data.hf_split import check_other_split
 from suite.data.load import load_eval_set
@@ -248,6 +249,10 @@ def run_identity(task: TaskConfig, seed: int, model: Classifier, attacks: dict[s
     mean``), whose numbers the batch size does decide; a resume at another size is then
     refused instead of mixing two sizes' records under one."""
     every = {**attacks, **dict([opt_attack] if opt_attack else [])}
+    adversary = task.adversary or (DEFAULT_TEXT_ADVERSARY if model.modality == "text" else NO_ADVERSARY)
+    # The fits of cal, opt and platt (suite.calibration): a run whose aware adversaries were
+    # fitted otherwise is not resumed. Absent without them, so those runs keep their identity.
+    fitted = {} if adversary.kinds == ("none",) else {"calibration": CALIBRATION_VERSION}
     averaged = {} if batch_size is None else {"batch_size": batch_size}
     # The device type where it is not the CPU: CUDA's arithmetic is not the CPU's, so a run is not
     # resumed on the other (cuda:0 against cuda:1, or the default against the device it resolves
@@ -257,6 +262,7 @@ def run_identity(task: TaskConfig, seed: int, model: Classifier, attacks: dict[s
     return {
         **averaged,
         **placed,
+        **fitted,
         **task.identity(seed),
         "weights": model.weights_hash(),
         "examples": examples_fingerprint(eval_set),

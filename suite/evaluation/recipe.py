@@ -95,7 +95,10 @@ class AdversaryConfig(BaseModel):
         n: Subsample of that split (all when unset).
         opt_n: Examples per Q(T) evaluation of the ``opt`` search.
         opt_attack: Attack whose Q(T) ``opt`` minimises; default: each attack for itself.
-        bounds: Search range of T (searched on log T).
+        bounds: Search range of T (searched on log T). Default: 1e-9 to 1e9 times a reference
+            temperature, the fitting logits' scale for ``cal`` and ``platt`` (the root mean
+            square of each row's logits about its mean) and T_cal (else that scale) for ``opt``,
+            so that no design temperature puts the optimum out of reach; given, it is absolute.
         maxiter: Brent iterations of the ``opt`` search (one attack run each).
         threshold: Robust-accuracy drop (fraction) that flags an illusion of robustness.
     """
@@ -107,7 +110,7 @@ class AdversaryConfig(BaseModel):
     n: int | None = Field(None, gt=0, strict=True)
     opt_n: int = Field(20, gt=0, strict=True)
     opt_attack: AttackConfig | None = None
-    bounds: tuple[float, float] = (1e-9, 1e9)
+    bounds: tuple[float, float] | None = None
     maxiter: int = Field(12, gt=0, strict=True)
     threshold: float = Field(0.05, ge=0, le=1)
 
@@ -121,8 +124,8 @@ class AdversaryConfig(BaseModel):
 
     @field_validator("bounds")
     @classmethod
-    def _bounds(cls, bounds: tuple[float, float]) -> tuple[float, float]:
-        if not 0 < bounds[0] < bounds[1] < float("inf"):
+    def _bounds(cls, bounds: tuple[float, float] | None) -> tuple[float, float] | None:
+        if bounds is not None and not 0 < bounds[0] < bounds[1] < float("inf"):
             raise ValueError("bounds must be two temperatures 0 < low < high")
         return bounds
 

@@ -25,7 +25,9 @@ from typing import Any
 from suite.collector import long_lived_frozen
 from suite.data.base import Example, LazyInput
 from suite.errors import ConfigError
-from suite.evaluation.adversary import adversary_temperatures, same_search, search_model, temperature_of, view_for
+from suite.evaluation.adversary import (
+    adversary_temperatures, adversary_warnings, same_search, search_model, temperature_of, view_for,
+)
 from suite.evaluation.batching import AUTO, attack_in_parts, probe_batch_size, probes
 from suite.evaluation.checks import run_checks
 from suite.evaluation.prepare import AttackRun, PreparedTask
@@ -94,7 +96,10 @@ def _execute(prepared: PreparedTask) -> Results | None:
     results = summarise(prepared, clean, adversary, clean_seconds, compute_seconds)
     out_of_the_box = {entry.base_attack or key: entry.robust_accuracy for key, entry in results.attacks.items()
                       if entry.adversary == "none"}
-    warnings = [*prepared.notes, *run_checks(prepared, clean.logits, out_of_the_box)]
+    fits = adversary_warnings(adversary)
+    for warning in fits:
+        logger.warning("%s: %s", prepared.name, warning)
+    warnings = [*prepared.notes, *fits, *run_checks(prepared, clean.logits, out_of_the_box)]
     results = results.model_copy(update={"warnings": warnings})
     certificate = _certificate(prepared)
     if certificate is not None:

@@ -37,6 +37,8 @@ from suite.report.results import AttackEntry, IllusionEntry
 #: T_cal beyond which a model's own logits count as overconfident (its NLL-optimal temperature
 #: is more than twice the served one).
 OVERCONFIDENT_T = 2.0
+#: Below any drop of one example in a million (robust accuracies are fractions of n examples).
+THRESHOLD_SLACK = 1e-9
 
 
 def illusion_findings(attacks: Mapping[str, AttackEntry], threshold: float, *, served_temperature: float = 1.0,
@@ -68,7 +70,10 @@ def illusion_findings(attacks: Mapping[str, AttackEntry], threshold: float, *, s
             continue
         reference = plain[reference_key].robust_accuracy
         drop = reference - entry.robust_accuracy
-        if drop > threshold:
+        # "More than the threshold", decided on the examples: a drop of exactly 5 pp (one
+        # sentence in 20) is 0.05000000000000004 or 0.04999999999999993 as a difference of
+        # fractions, and was flagged or not by that rounding.
+        if drop > threshold + THRESHOLD_SLACK:
             tested = (paired_test(per_example[reference_key], per_example[key])
                       if per_example and reference_key in per_example and key in per_example else None)
             p_value, test = tested or (None, None)
