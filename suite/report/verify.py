@@ -34,7 +34,8 @@ from suite.report.results import Results
 from suite.text import printable
 
 #: What :func:`suite.evaluation.prepare.run_identity` adds to the task's identity in ``run.json``.
-RUN_ONLY = ("batch_size", "device", "weights", "examples", "fit_examples", "scoring", "attack_versions")
+RUN_ONLY = ("batch_size", "device", "weights", "examples", "fit_examples", "scoring", "attack_versions",
+            "calibration")
 #: Rounding slack for recomputed drops.
 TOLERANCE = 1e-9
 #: The drop that flags an illusion when the task configured no adversary (AdversaryConfig's default).
