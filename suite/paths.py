@@ -332,7 +332,8 @@ def describe_change(previous: dict, current: dict, shown: int = 3) -> str:
     only follows from an attack added or removed is not said twice."""
     words = {"weights": "the model's weights changed", "examples": "the evaluated examples changed",
              "fit_examples": "the adversary's fitting examples changed", "scoring": "the suite's scoring changed",
-             "attack_versions": "an attack's implementation changed"}
+             "attack_versions": "an attack's implementation changed",
+             "calibration": "the suite's fits of the aware adversaries (cal, opt, platt) changed"}
     changed = sorted(key for key in set(previous) | set(current) if previous.get(key) != current.get(key))
     versions = [previous.get("attack_versions"), current.get("attack_versions")]
     if "attacks" in changed and "attack_versions" in changed and all(isinstance(v, dict) for v in versions) \
