@@ -103,10 +103,13 @@ CASES: list[Case] = [
     Case("recipe-task-name-300-chars", ("run", "{tmp}/r.yaml"), "at most 100 characters",
          _file("r.yaml", f"name: bad\ntasks:\n  - name: {'t' * 300}\n    model: builtin:digits-cnn\n"
                          "    dataset: builtin:digits\n")),
-    Case("recipe-optimizer-lbfgs", ("run", "{tmp}/r.yaml"), "cannot take a plain step",
+    Case("recipe-optimizer-lbfgs", ("run", "{tmp}/r.yaml"), "optimizer 'LBFGS' does not step each coordinate",
          _file("r.yaml", _recipe("[{name: beta, optimizer: LBFGS}]"))),
-    Case("recipe-optimizer-sparseadam", ("run", "{tmp}/r.yaml"), "cannot take a plain step",
+    Case("recipe-optimizer-sparseadam", ("run", "{tmp}/r.yaml"), "optimizer 'SparseAdam' does not step each",
          _file("r.yaml", _recipe("[{name: beta, optimizer: SparseAdam}]"))),
+    # Adafactor scales its step by norms over the whole δ, every example of the batch together.
+    Case("recipe-optimizer-adafactor", ("run", "{tmp}/r.yaml"), "would depend on the other examples of its batch",
+         _file("r.yaml", _recipe("[{name: beta, optimizer: Adafactor}]"))),
     Case("recipe-optimizer-unknown", ("run", "{tmp}/r.yaml"), "unknown optimizer 'Adamm'",
          _file("r.yaml", _recipe("[{name: beta, optimizer: Adamm}]"))),
     Case("recipe-steps-true", ("run", "{tmp}/r.yaml"), "steps: Input should be a valid integer",

@@ -101,6 +101,41 @@ def test_beta_options_are_validated():
     assert build_attack("beta", {"optimizer": "Adam", "targets": 3}).budget(10)["targets"] == 3
 
 
+class _RowWise(nn.Module):
+    """A linear map applied to one row at a time: batched and single passes are the same bits,
+    so any difference between batch sizes comes from the attack."""
+
+    def __init__(self, features: int, classes: int) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.linear = nn.Linear(features, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self.linear(row[None]) for row in x])
+
+
+def test_every_optimizer_beta_takes_steps_each_example_as_it_would_alone():
+    """One optimiser steps every row's δ: only per-coordinate rules are taken (Adafactor, which
+    scales its step by norms over the whole tensor, changed 1 decision of 32 and 7 query counts
+    between batch 1 and the whole batch, and is refused)."""
+    from suite.attacks.image.beta import ELEMENTWISE_OPTIMIZERS
+    from suite.errors import ConfigError
+
+    model = _Linear(_RowWise(16, 4), 4)
+    model.input_size = (1, 4, 4)
+    images = torch.rand(12, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    examples = [Example(id=str(i), input=image, label=int(label))
+                for i, (image, label) in enumerate(zip(images, model.logits(images).argmax(dim=1)))]
+    for name in sorted(ELEMENTWISE_OPTIMIZERS):
+        attack = build_attack("beta", {"optimizer": name, "eps": 0.2, "steps": 5, "lr": 0.05})
+        together = attack.run(model, examples, seed=0)
+        alone = [attack.run(model, [example], seed=0)[0] for example in examples]
+        for a, b in zip(together, alone):
+            assert torch.equal(a.adversarial, b.adversarial) and a.queries == b.queries, name
+    with pytest.raises(ConfigError, match="optimizer 'Adafactor' does not step each coordinate on its own"):
+        build_attack("beta", {"optimizer": "Adafactor"})
+
+
 @pytest.fixture(scope="module")
 def sharp_digits(digits_model):
     """The digits CNN served at temperature 0.5: logit margins doubled, like a confident model."""
