@@ -10,6 +10,14 @@ steps of 2ε/32) with each step, the loss summed (any batch size gives the same)
 batches of 8 and 128:
 
     python bench/minibatch_units.py --n 200          # about 10 minutes on 2 CPU cores
+
+With ``--confident``, the study's first table instead (docs/minibatch.md): the digits CNN served
+at temperature 0.5 (logit margins doubled, like a confident model), FGM-L2 and PGD-L2 with the
+suite's rescaled step and the paper's floored one, and FGM-L∞ and PGD-L∞ (ε 8/256), the loss
+summed (at batch 128; any size gives the same) or averaged over batches of 1, 8 and 128, in fp32,
+and summed in fp16 at batch 128 (Sec. 4.2's comparison):
+
+    python bench/minibatch_units.py --confident --n 200
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import suite
 from suite.data.config import DatasetConfig
 from suite.data.load import load_eval_set
 from suite.evaluation.options import RunOptions
-from suite.models import load_model
+from suite.models import ModelConfig, load_model
 
 ATTACKS = {"fgm_l2": {"eps": 0.5}, "pgd_l2": {"eps": 0.5, "steps": 32, "alpha": 0.03125}}
 #: (batch size, reduction): summed (batch-invariant), then averaged over 8 and 128.
@@ -61,11 +69,38 @@ def success_rates(spec: str, n: int | None) -> list[dict]:
     return rows
 
 
+#: The first table's attacks: Table 1's L2 ones with both steps, and its L∞ ones (sign steps).
+CONFIDENT = [("fgm_l2", ATTACKS["fgm_l2"], "rescaled"), ("fgm_l2", ATTACKS["fgm_l2"], "floored"),
+             ("pgd_l2", ATTACKS["pgd_l2"], "rescaled"), ("pgd_l2", ATTACKS["pgd_l2"], "floored"),
+             ("fgm_linf", {"eps": 8 / 256}, None), ("pgd_linf", {"eps": 8 / 256, "steps": 32, "alpha": 1 / 256}, None)]
+
+
+def confident_rates(n: int | None) -> None:
+    """Success rates on the CNN at T = 0.5: summed in fp32 / averaged over 1, 8 and 128 in fp32 /
+    summed in fp16 (Sec. 4.2's comparison: low precision with a sum against fp32 with a mean)."""
+    model = ModelConfig(spec="builtin:digits-cnn", temperature=0.5)
+    print("success rate (%), CNN at T = 0.5: fp32 summed / fp32 averaged over 1 / 8 / 128 / fp16 summed")
+    for attack, params, step in CONFIDENT:
+        rates = []
+        for batch, reduction, precision in ((128, "sum", None), (1, "mean", None), (8, "mean", None),
+                                            (128, "mean", None), (128, "sum", "fp16")):
+            config = {"name": attack, **params, "reduction": reduction, **({"l2_step": step} if step else {})}
+            results = suite.evaluate(model, "builtin:digits", attacks=[config], n=n, precision=precision,
+                                     options=RunOptions(batch_size=batch))
+            clean = results.clean_accuracy
+            rates.append(100 * (clean - results.attacks[attack].robust_accuracy) / clean)
+        print(f"{attack} {step or 'sign'}: " + " / ".join(f"{rate:.1f}" for rate in rates), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=200, help="test digits per run (default 200)")
     parser.add_argument("--models", default="builtin:digits-cnn,builtin:digits-cnn-at")
+    parser.add_argument("--confident", action="store_true", help="the first table: the CNN at T = 0.5 (see above)")
     args = parser.parse_args()
+    if args.confident:
+        confident_rates(args.n)
+        return
     for spec in args.models.split(","):
         shares = below_floor(spec)
         print(f"{spec}: under the floor " + ", ".join(f"{key} {100 * value:.1f}%" for key, value in shares.items()))

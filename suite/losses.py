@@ -91,8 +91,12 @@ def reduce_loss(values: torch.Tensor, reduction: Reduction = "sum", batch_size: 
     ``"sum"`` is what every attack uses. ``"mean"`` exists ONLY so that the mini-batch study
     (``recipes/batch_size_study.yaml``) can reproduce Redgrave & Crum's finding: dividing by the
     batch size N shrinks every example's gradient by 1/N and, in fp16, lets it underflow to zero.
-    ``batch_size`` is the N of the batch handed to the attack (it stays fixed while examples
-    that are already broken drop out of the computation).
+    ``batch_size`` is the N the caller passes: the batch handed to the attack for the PGD loop
+    (it stays fixed while examples that are already broken drop out of the computation).
+    Without it N is the rows of ``values``, which is not always the batch: a targeted attack's
+    rows are examples × targets (``pgd_t_*``: 48 for a batch of 16 and 3 targets), ``auto``'s
+    later components see only the examples still unbroken, and ``wda`` its live rows. The
+    study's recipes use ``fgm_*`` and ``pgd_*``, where N is the batch.
     """
     if reduction == "sum":
         return values.sum()

@@ -184,6 +184,30 @@ def test_a_mean_loss_keeps_its_batches_across_resumes_processes_and_refuses_anot
         assert [mine[start:start + 4] for start in range(0, len(mine), 4)] == first[rank::2]
 
 
+def test_a_baseline_seeded_per_batch_keeps_its_batches_halves_nothing_and_refuses_another_size(tmp_path):
+    """torchattacks draws from one generator per batch, so its baselines' records depend on which
+    examples share a batch (square broke 6 of 48 digits in one batch, 7 one at a time): they run
+    in the fixed batches of a mean loss, and their batch size is part of the run's identity."""
+    pytest.importorskip("torchattacks", reason="the square baseline runs through torchattacks (pip install torchattacks)")
+    from suite.errors import ConfigError
+
+    square = [{"name": "square", "queries": 30}]
+    assert build_attack("square").batch_dependent and not build_attack("square", {"sampled": True}).batch_dependent
+    results, reference = _run(tmp_path, "square", 4, attacks=square)
+    attacked = [row["id"] for row in reference if row["kind"] == "attack"]
+    assert results.attacks["square"].n_attacked == len(attacked) > 8
+    path = tmp_path / "square" / "records.jsonl"
+    order = [json.loads(line)["id"] for line in path.read_text().splitlines() if '"attack": "square"' in line]
+    cut = set(order[5:7])  # a kill that cut the second batch of 4 short
+    path.write_text("".join(line + "\n" for line in path.read_text().splitlines()
+                            if not ('"attack": "square"' in line and json.loads(line)["id"] in cut)))
+    assert _without_timing(_run(tmp_path, "square", 4, attacks=square)[1]) == _without_timing(reference)
+    with pytest.raises(ConfigError, match="holds another run: batch_size: 4 then, 2 now"):
+        _run(tmp_path, "square", 2, attacks=square)
+    with pytest.raises(OutOfMemory, match="or its draws are seeded per batch"):
+        _run(tmp_path, "square-oom", 8, limit=lambda model: MemoryLimit(model, rows=4), attacks=square)
+
+
 def test_one_example_that_does_not_fit_is_one_line():
     def run(batch):
         raise _oom(len(batch))

@@ -125,11 +125,20 @@ class Attack(BaseModel):
         computes them itself; ``None`` otherwise. The sanity checks read it."""
         return None
 
+    @property
+    def batch_dependent(self) -> bool:
+        """Whether which examples share a batch is part of the attack's numbers: a loss averaged
+        over the batch (``reduction: mean``), or draws seeded per batch (the torchattacks
+        baselines). Such an attack runs in fixed batches of the run's batch size, in evaluation
+        order, whatever the process count or resume; a batch that runs out of memory is not
+        halved, and the batch size is part of the run's identity."""
+        return self.loss_reduction == "mean"
+
     def run(self, model: Classifier, examples: Sequence[Example], seed: int) -> list[AttackOutput]:
         """Attack one batch of ``examples`` (all with correctness > 0); one output per example.
 
         All randomness for an example comes from ``(seed, attack name, example id)``, so the
-        outputs do not depend on how examples are batched.
+        outputs do not depend on how examples are batched (unless :attr:`batch_dependent`).
         """
         raise NotImplementedError
 

@@ -3,7 +3,9 @@ out-of-memory error does in the middle of a run.
 
 Records never depend on the batch size (every attack reduces its loss by sum and draws its
 randomness per example; each adversarial input is scored alone), so the batch size is only a
-question of speed and memory. That is what lets the suite choose it, and retry a batch smaller:
+question of speed and memory. The exceptions, :attr:`~suite.attacks.base.Attack.batch_dependent`
+attacks (a mean loss, the torchattacks baselines' per-batch draws), run in fixed batches and
+are never halved (the runner's ``_mean_batches``). That is what lets the suite choose it, and retry a batch smaller:
 
 - ``auto`` on CUDA: before each attack pass, a forward+backward probe on random inputs finds the
   largest power-of-two batch (at most :data:`AUTO_LIMIT` examples, at most the pass's examples)
@@ -143,7 +145,7 @@ def run_in_batches(items: Sequence[T], size: int, run: Callable[[list[T]], None]
     rest. Returns the size the last batch ran at.
 
     ``run`` must commit nothing for a batch that raises (the runner appends a batch's records
-    only after its attack returned). ``halve=False`` (a mean-reduction attack) refuses instead.
+    only after its attack returned). ``halve=False`` (a batch-dependent attack) refuses instead.
     """
     start = 0
     while start < len(items):
@@ -159,8 +161,8 @@ def run_in_batches(items: Sequence[T], size: int, run: Callable[[list[T]], None]
         release_memory(device)
         if not halve:
             raise OutOfMemory(f"{what}: out of memory at batch size {size}; its loss is a mean over the "
-                              "batch, so a smaller batch would change its numbers: rerun with a smaller "
-                              "--batch-size (finished records are kept)")
+                              "batch, or its draws are seeded per batch, so a smaller batch would change its "
+                              "numbers: rerun with a smaller --batch-size (finished records are kept)")
         if len(batch) == 1:
             raise OutOfMemory(f"{what}: out of memory with a single example; free device memory or use a "
                               "smaller model or --precision bf16 (finished records are kept)")
@@ -186,7 +188,7 @@ def attack_in_parts(attack: Any, model: Any, items: Sequence[T], size: int, seed
         batch = load(batch)
         commit(batch, attack.run(model, batch, seed))
 
-    return run_in_batches(items, size, run, what=what, device=device, halve=attack.loss_reduction != "mean")
+    return run_in_batches(items, size, run, what=what, device=device, halve=not attack.batch_dependent)
 
 
 def stream_in_windows(items: Sequence[T], size: int, stream: Callable[[list[T], int], Iterator[list[tuple[int, Any]]]],

@@ -16,7 +16,8 @@ class RunOptions:
     Attributes:
         seed: Run seed: subsamples and every attack's per-example randomness derive from it.
         batch_size: Examples per attack batch (text recipes: searches under way at once), for
-            tasks that do not set their own (results do not depend on it), or ``auto``: the
+            tasks that do not set their own (results do not depend on it, except for a
+            batch-dependent attack's: a mean loss, a torchattacks baseline), or ``auto``: the
             largest that fits on CUDA, probed per attack,
             else :data:`~suite.evaluation.batching.CPU_AUTO_BATCH` (text attacks:
             :data:`~suite.evaluation.batching.TEXT_AUTO_BATCH`; :mod:`.batching`).

@@ -213,8 +213,9 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
             check_other_split(task.dataset.spec, task.dataset.split, adversary.split, "--adversary-split")
             fit_config = task.dataset.model_copy(update={"split": adversary.split, "n": adversary.n})
             fit_set = load_eval_set(fit_config, model.input_spec, options.seed)
+    batched = any(attack.batch_dependent for attack in attacks.values())
     identity = run_identity(task, options.seed, model, attacks, eval_set, fit_set, opt_attack,
-                            batch_size=batch_size if averaged else None)
+                            batch_size=fixed_size(batch_size, model.modality) if batched else None)
     store = RecordStore(options.directory_for(task.name), identity, distributed.current())
     store.check(options.overwrite)
     return PreparedTask(task, options, model, eval_set, attacks, store, adversary, fit_set, opt_attack, notes, radius)

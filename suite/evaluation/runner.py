@@ -183,7 +183,7 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
     (a text's row from ``searched``, the memo of the served model's rows, where it has it).
     ``temperature`` is recorded with each example (``None``: Platt's view, recorded in results)."""
     store, model = prepared.store, prepared.model
-    averaged = run.attack.loss_reduction == "mean"
+    averaged = run.attack.batch_dependent
     if averaged:  # the batches are part of the numbers: the same ones for any process count or resume
         pending = _mean_batches(prepared, run.key, prepared.fixed_batch_size)
     else:
@@ -229,8 +229,8 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
 
 
 def _mean_batches(prepared: PreparedTask, key: str, size: int) -> list[Example]:
-    """What a process attacks with a mean-reduction attack (its loss is a mean over the batch, so
-    which examples share a batch is part of its numbers): the attacked examples in batches of
+    """What a process attacks with a batch-dependent attack (a loss averaged over the batch, or
+    draws seeded per batch: which examples share a batch is part of its numbers): the attacked examples in batches of
     ``size`` in evaluation order, the same whatever the process count, dealt to the processes
     batch by batch (not example by example, which would make other batches), and each batch
     that lacks a record whole. Concatenated, they fall into the same batches again: every

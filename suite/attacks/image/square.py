@@ -42,6 +42,10 @@ class Square(TorchattacksAttack):
     p_init: float = Field(0.8, gt=0, le=1)
     sampled: bool = False
 
+    @property
+    def batch_dependent(self) -> bool:
+        return not self.sampled  # sampled: one example at a time, seeded by its id
+
     def check_model(self, model: Classifier) -> None:
         from suite.models.ensemble import is_ensemble
 

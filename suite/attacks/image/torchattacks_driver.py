@@ -44,9 +44,19 @@ def import_torchattacks():
 
 
 class TorchattacksAttack(Attack):
-    """Shared driver for the torchattacks baselines (L∞ or L2, pixels in [0, 1])."""
+    """Shared driver for the torchattacks baselines (L∞ or L2, pixels in [0, 1]).
+
+    torchattacks draws from torch's global generator, seeded here once per batch from its
+    examples' ids: an example's draws depend on the batch it is in (``square`` at 200 queries
+    broke 6 of 48 digits in one batch, 7 one at a time), so these attacks are
+    :attr:`~suite.attacks.base.Attack.batch_dependent`.
+    """
 
     modality: ClassVar[str] = "image"
+
+    @property
+    def batch_dependent(self) -> bool:
+        return True
 
     norm: Literal["linf", "l2"] = "linf"
     eps: float = Field(8 / 255, ge=0, le=MAX_RADIUS, allow_inf_nan=False)
