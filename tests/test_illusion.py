@@ -624,3 +624,29 @@ def test_a_drop_of_exactly_the_threshold_is_not_flagged_whatever_its_rounding():
         assert not findings(before, before - 1).flagged
         if before >= 2:
             assert findings(before, before - 2).flagged
+
+
+def test_each_fit_that_may_search_less_well_is_said_in_the_results():
+    """cal by the confidence rule or at a bound, opt at a bound, Platt at its upper scale: each
+    was a log line at most (Platt's bound not even that), never a results warning."""
+    from dataclasses import asdict
+
+    from suite.evaluation.adversary import adversary_warnings
+
+    def info(logits, labels, **extra):
+        fit = asdict(fit_nll_temperature(torch.tensor(logits), labels))
+        return {"n": len(labels), "cal": {**fit, "bounds": list(fit["bounds"])}, "opt": {}, "platt": None, **extra}
+
+    wrong = info([[3.0, 0.0], [0.0, 3.0]], [1, 0])  # every answer wrong: the NLL falls towards log 2 as T grows
+    assert wrong["cal"]["at_bound"] and wrong["cal"]["rule"] == "nll"
+    (said,) = adversary_warnings(wrong)
+    assert said.startswith("cal: the NLL-optimal temperature sits at the upper bound")
+    (said,) = adversary_warnings(info([[3.0, 0.0], [0.0, 3.0]], [0, 1]))
+    assert "every one of the 2 fitting example(s) is classified correctly" in said
+    assert adversary_warnings(info([[3.0, 0.0], [0.0, 3.0], [2.0, 0.0]], [0, 1, 1])) == []
+    opt = {"pwws": {"temperature": 1e9 * 0.9, "bounds": [1e-9, 1e9], "attack": "deepwordbug"},
+           "deepwordbug": {"temperature": 1e9 * 0.9, "bounds": [1e-9, 1e9], "attack": "deepwordbug"}}
+    (said,) = adversary_warnings({"cal": None, "opt": opt, "platt": None})  # one search, said once
+    assert said.startswith("opt (deepwordbug): the temperature that minimises")
+    (said,) = adversary_warnings({"cal": None, "opt": {}, "platt": {"at_upper_bound": True}})
+    assert said.startswith("platt: a class's scale reached the fit's upper bound")

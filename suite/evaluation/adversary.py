@@ -137,7 +137,7 @@ def adversary_warnings(adversary: dict[str, Any]) -> list[str]:
                         "view a mean confidence of (n + 1)/(n + 2) instead; fit it on a labelled split the model "
                         "errs on (adversary: {split: validation}) for eq. 9's temperature")
     elif cal and cal.get("at_bound"):
-        low, high = cal.get("bounds") or (0.0, math.inf)
+        low, high = cal["bounds"]
         side = "upper" if abs(math.log(cal["temperature"] / high)) < abs(math.log(cal["temperature"] / low)) else "lower"
         warnings.append(f"cal: the NLL-optimal temperature sits at the {side} bound of its search "
                         f"(T_cal = {cal['temperature']:.4g})"
