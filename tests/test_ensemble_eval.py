@@ -62,6 +62,38 @@ def test_an_ensemble_runs_arc_apgd_rec_and_auto_by_default(tmp_path):
     assert list(prepared.attacks) == ["arc", "apgd_rec", "auto"]
 
 
+def test_an_ensemble_member_that_is_randomized_itself_is_refused():
+    """Its expected accuracy is exact over members that answer one way: a noisy member was scored
+    on single draws (0.5 or 1.0 at one input from call to call), the worst case overstated by 3
+    points, with no warning."""
+    from suite.errors import ConfigError
+    from suite.models.ensemble import RandomizedEnsemble
+    from suite.models.randomized import randomized_view
+
+    labels = ["a", "b", "c"]
+    noisy = from_module(Noisy(), input_size=(1, 2, 2), labels=labels, name="noisy")
+    plain = from_module(nn.Sequential(nn.Flatten(), nn.Linear(4, 3)), input_size=(1, 2, 2), labels=labels, name="plain")
+    inputs = [torch.rand(1, 2, 2, generator=torch.Generator().manual_seed(i)) for i in range(8)]
+    with pytest.raises(ConfigError, match="ensemble member 'noisy' answers identical queries differently"):
+        randomized_view(RandomizedEnsemble([plain, noisy], [0.5, 0.5]), inputs, seed=0)
+    never_drawn = RandomizedEnsemble([plain, noisy], [1.0, 0.0])
+    assert randomized_view(never_drawn, inputs, seed=0) == (never_drawn, None)
+
+
+def test_alpha_and_batch_size_sweeps_multiply_and_each_copy_names_its_alpha():
+    """The batch-size copies were made from the task before its α copies, so every α was lost
+    (both runs at 0.85); and an α copy of an inline spec kept the old α in its model name."""
+    recipe = parse_recipe({
+        "name": "s", "sweep": {"alphas": [0.5, 0.9], "batch_size": [4, 8]},
+        "tasks": [{"name": "t", "model": "ensemble:0.85*builtin:digits-cnn-at,0.15*builtin:digits-cnn",
+                   "dataset": "builtin:digits", "attacks": ["arc"]}]})
+    tasks = {task.name: task for task in recipe.expanded_tasks()}
+    assert sorted(tasks) == ["t-a0.5-bs4", "t-a0.5-bs8", "t-a0.9-bs4", "t-a0.9-bs8"]
+    chosen = tasks["t-a0.9-bs8"]
+    assert chosen.batch_size == 8 and [m.probability for m in chosen.model.members] == pytest.approx([0.9, 0.1])
+    assert chosen.model.spec == "ensemble:0.9*builtin:digits-cnn-at,0.1*builtin:digits-cnn"
+
+
 def test_ensemble_without_arc_is_warned_about():
     model = load_model(PAIR)
     attacks = {"apgd_rec": suite.attacks.build_attack("apgd_rec", {})}
@@ -70,6 +102,11 @@ def test_ensemble_without_arc_is_warned_about():
     assert check_ensemble_attacks(model, attacks) == []
     assert "without apgd_rec" in check_ensemble_attacks(model, {"arc": attacks["arc"]})[0]
     assert check_ensemble_attacks(load_model("builtin:digits-cnn"), {"x": attacks["apgd_rec"]}) == []
+    # The worst case is per threat: arc at L2 beside apgd_rec at L∞ leaves each threat to one of them.
+    apart = {"arc": suite.attacks.build_attack("arc", {"norm": "l2", "eps": 1.0}), "apgd_rec": attacks["apgd_rec"]}
+    said = check_ensemble_attacks(model, apart)
+    assert len(said) == 2 and any("without arc at" in line for line in said)
+    assert any("without apgd_rec at" in line for line in said)
 
 
 class Noisy(nn.Module):
@@ -93,7 +130,8 @@ def test_outputs_that_change_across_identical_queries_are_evaluated_through_draw
     deterministic = from_module(nn.Sequential(nn.Flatten(), nn.Linear(4, 3)), input_size=(1, 2, 2))
     assert randomized_view(deterministic, inputs, seed=0) == (deterministic, None)
     ensemble = load_model(PAIR)  # exact expected accuracy: no draws
-    assert randomized_view(ensemble, inputs, seed=0) == (ensemble, None)
+    digits = [torch.rand(1, 32, 32, generator=torch.Generator().manual_seed(i)) for i in range(8)]
+    assert randomized_view(ensemble, digits, seed=0) == (ensemble, None)
 
     class Offset(Noisy):  # the same noise beside a constant 1e6 on every logit (no decision changes)
         def forward(self, x):

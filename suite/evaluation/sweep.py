@@ -129,9 +129,9 @@ class Sweep(BaseModel):
             copies = [expanded.model_copy(update={"name": f"{task.name}-a{alpha:g}",
                                                   "model": with_first_probability(expanded.model, alpha)})
                       for alpha in self.alphas]
-        if self.batch_size:
-            copies = [expanded.model_copy(update={"name": f"{task.name}-bs{size}", "batch_size": size})
-                      for size in self.batch_size]
+        if self.batch_size:  # of every α copy: the axes multiply
+            copies = [copy.model_copy(update={"name": f"{copy.name}-bs{size}", "batch_size": size})
+                      for copy in copies for size in self.batch_size]
         if self.seeds:  # and the model trained with that seed, where the spec says {seed}
             copies = [with_seed(copy.model_copy(update={"name": f"{copy.name}-s{seed}", "attack_seed": seed}), seed)
                       for copy in copies for seed in self.seeds]
@@ -146,4 +146,7 @@ def with_first_probability(model: ModelConfig, alpha: float) -> ModelConfig:
     shares = [member.probability / weight if weight > 0 else 1 / len(rest) for member in rest]
     members = (first.model_copy(update={"probability": alpha}),
                *(member.model_copy(update={"probability": round((1 - alpha) * share, 12)}) for member, share in zip(rest, shares)))
-    return model.model_copy(update={"members": members})
+    spec = model.spec
+    if "*" in spec:  # an inline spec names the probabilities: the copy's name must say its own
+        spec = "ensemble:" + ",".join(f"{member.probability:.12g}*{member.spec}" for member in members)
+    return model.model_copy(update={"members": members, "spec": spec})

@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from suite.errors import ConfigError
 from suite.models.base import Classifier, answered, decide
 from suite.models.temperature import LogitView
 
@@ -299,12 +300,28 @@ def probe_randomness(model: Classifier, inputs: Sequence[torch.Tensor | str]) ->
             probe = probe[: len(probe) // 2]
 
 
+def _refuse_random_members(ensemble: Classifier, inputs: Sequence[torch.Tensor | str]) -> None:
+    """An ensemble's expected accuracy is scored exactly from each member's decision, which
+    needs members that answer a query one way: a member with noise of its own was scored on
+    single draws (0.5 or 1.0 at one input from call to call, its true expected accuracy 0.77),
+    and the worst case was overstated by 3 points, unwarned."""
+    for member, alpha in zip(ensemble.members, ensemble.alphas):
+        if alpha > 0 and probe_randomness(member, inputs)[0]:
+            raise ConfigError(f"ensemble member {member.info.name!r} answers identical queries differently (it is "
+                              "randomized itself): an ensemble's expected accuracy is exact over deterministic members "
+                              "only; evaluate that member alone (the suite then averages its draws) or make it "
+                              "deterministic")
+
+
 def randomized_view(model: Classifier, inputs: Sequence[torch.Tensor | str],
                     seed: int) -> tuple[Classifier, str | None]:
     """``model`` as :class:`Randomized` where it is a randomized model, image or text (not an
     ensemble, whose exact expected accuracy needs no draws), that answers identical queries
     differently, with a note saying so; else ``model`` itself and ``None``."""
-    if getattr(model, "alphas", None) is not None or not inputs:
+    if not inputs:
+        return model, None
+    if getattr(model, "alphas", None) is not None:
+        _refuse_random_members(model, inputs)
         return model, None
     changes, difference, flipped, probe = probe_randomness(model, inputs)
     if not changes:

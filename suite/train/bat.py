@@ -87,8 +87,10 @@ def alpha_search(first: Classifier, second: Classifier, examples: Sequence[Examp
                  norm: str = "linf", steps: int = 20, grid: Sequence[float] = ALPHA_GRID, seed: int = 0,
                  batch_size: int = 256) -> dict[str, Any]:
     """BAT's choice of α: the grid point whose ensemble (α, 1 − α) has the highest robust accuracy
-    under adaptive PGD (``apgd_rec`` as the paper runs it: δ(0) = 0, ``steps`` steps of ε/4,
-    cross-entropy averaged over the members), scored with the exact expected accuracy.
+    under adaptive PGD (``apgd_rec`` with the paper's δ(0) = 0, ``steps`` steps of ε/4 and
+    cross-entropy averaged over the members, but keeping each example's lowest-L iterate, the
+    suite's ``keep: level``, where the paper keeps the last: ``keep: loss``; on 100 validation
+    digits both pick α* = 0.85, at 68.0 % against 68.85 %), scored with the exact expected accuracy.
 
     Returns ``{"alpha": α*, "grid": [{"alpha", "robust_accuracy"}, ...], "attack": params}``; ties
     go to the smaller α.
