@@ -107,8 +107,9 @@ def test_cal_when_every_fitting_example_is_right_is_the_rule_of_successions_conf
         assert fit.temperature * design == pytest.approx(3 / math.log(3), rel=1e-6)
     fit = fit_nll_temperature(logits, [0, 1], bounds=(10.0, 1e3))  # the root lies below the range
     assert fit.at_bound and fit.temperature == pytest.approx(10.0)
-    tied = fit_nll_temperature(torch.tensor([[3.0, 3.0, 0.0]]), [0])  # a tie at the top: confidence ≤ 1/2 < 2/3
-    assert tied.rule == "confidence" and tied.at_bound
+    for label in (0, 1):  # a tie at the top, on either side of argmax's choice: confidence ≤ 1/2 < 2/3
+        tied = fit_nll_temperature(torch.tensor([[3.0, 3.0, 0.0]]), [label])
+        assert tied.rule == "confidence" and tied.at_bound
 
 
 def test_opt_search_records_every_evaluation_and_finds_the_valley():

@@ -110,7 +110,9 @@ def fit_nll_temperature(logits: torch.Tensor | np.ndarray, labels: Sequence[int]
     bounds = bounds or relative_bounds(logit_scale(z))
     low, high = math.log(bounds[0]), math.log(bounds[1])
     nll_at_1 = nll(z, y, 1.0)
-    if bool((z.argmax(axis=1) == y).all()):
+    # No interior minimum wherever every label's logit is the largest (a tie included: its
+    # probability still rises towards 1/2 as T → 0, and the NLL keeps falling).
+    if bool((z[np.arange(len(y)), y] >= z.max(axis=1)).all()):
         u, evaluations = _confidence_root(z, (len(y) + 1) / (len(y) + 2), low, high, xatol)
         temperature = math.exp(u)
         return NLLFit(temperature=temperature, nll=nll(z, y, temperature), nll_at_1=nll_at_1, evaluations=evaluations,
