@@ -651,3 +651,5 @@ def test_each_fit_that_may_search_less_well_is_said_in_the_results():
     assert said.startswith("opt (deepwordbug): the temperature that minimises")
     (said,) = adversary_warnings({"cal": None, "opt": {}, "platt": {"at_upper_bound": True}})
     assert said.startswith("platt: a class's scale reached the fit's upper bound")
+    (said,) = adversary_warnings({"cal": None, "opt": {}, "platt": {"changed_predictions": 3}})
+    assert said.startswith("platt: the Platt adversary's scaling changes 3 prediction(s)")

@@ -127,8 +127,8 @@ def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None,
 
 def adversary_warnings(adversary: dict[str, Any]) -> list[str]:
     """What a task's results must say about its adversary fits: a ``cal`` temperature by the
-    confidence rule or at a bound of its search, an ``opt`` one at a bound, a Platt fit whose
-    scales reached their upper bound. Each is a view that may search less well than eq. 9's."""
+    confidence rule or at a bound of its search, an ``opt`` one at a bound, a Platt fit that
+    changes predictions or whose scales reached their upper bound."""
     warnings = []
     cal = adversary.get("cal")
     if cal and cal.get("rule") == "confidence":
@@ -149,6 +149,9 @@ def adversary_warnings(adversary: dict[str, Any]) -> list[str]:
                             f"sits at a bound of its search (T = {search['temperature']:.4g}): one beyond it may find "
                             "more; widen the adversary's bounds")
     platt = adversary.get("platt")
+    if platt and platt.get("changed_predictions"):
+        warnings.append(f"platt: the Platt adversary's scaling changes {platt['changed_predictions']} prediction(s) of "
+                        "its fitting set: its adversarial texts may not fool the served model (each is scored there)")
     if platt and platt.get("at_upper_bound"):
         warnings.append("platt: a class's scale reached the fit's upper bound (the fitting examples may be separable, "
                         "so the NLL falls as the scales grow): the Platt view is as sharp as the bound allows")
