@@ -72,7 +72,8 @@ def fit_platt(logits: torch.Tensor | np.ndarray, labels: Sequence[int]) -> Platt
     onehot = np.eye(classes)[y]
     unit = logit_scale(z)
     scaled = z / unit  # the fit's own scales are relative to the logits' scale
-    start = np.concatenate([np.ones(classes), np.zeros(classes)])  # the logits at unit scale (convex: any start)
+    # a = 1, b = 0: on z / s the start (convex: any start does), on z the identity.
+    start = np.concatenate([np.ones(classes), np.zeros(classes)])
     bounds = [SCALE_BOUNDS] * classes + [(-BIAS_BOUND, BIAS_BOUND)] * classes
     found = minimize(_objective, start, args=(scaled, onehot), jac=True, method="L-BFGS-B", bounds=bounds,
                      options={"maxiter": 5000, "ftol": 1e-15, "gtol": 1e-10})
@@ -80,10 +81,9 @@ def fit_platt(logits: torch.Tensor | np.ndarray, labels: Sequence[int]) -> Platt
     scale = relative / unit
     fitted = z * scale + bias
     low, high = (np.isclose(relative, bound, rtol=1e-3) for bound in SCALE_BOUNDS)
-    identity = np.concatenate([np.ones(classes), np.zeros(classes)])
     return PlattFit(
         scale=tuple(float(v) for v in scale), bias=tuple(float(v) for v in bias), nll=float(found.fun),
-        nll_at_identity=_objective(identity, z, onehot)[0], iterations=int(found.nit),
+        nll_at_identity=_objective(start, z, onehot)[0], iterations=int(found.nit),
         changed_predictions=int((fitted.argmax(axis=1) != z.argmax(axis=1)).sum()),
         at_bound=bool(np.any(low | high)), at_upper_bound=bool(np.any(high)),
     )

@@ -113,7 +113,8 @@ def adversary_temperatures(prepared: PreparedTask, fit: CleanScores | None,
         initial = ([info["cal"]["temperature"]] if info["cal"] else []) + [1.0]
         # The range is centred on T_cal, else on the logits' scale (a fixed one misses the valleys
         # of an extreme design temperature); explicit bounds are absolute.
-        bounds = config.bounds or relative_bounds(info["cal"]["temperature"] if info["cal"] else logit_scale(fit.logits))
+        centre = info["cal"]["temperature"] if info["cal"] else logit_scale(fit.logits)
+        bounds = config.bounds or relative_bounds(centre)
         searches: dict[str, dict[str, Any]] = {}
         for run in prepared.runs:
             if run.kind != "opt":
@@ -138,7 +139,8 @@ def adversary_warnings(adversary: dict[str, Any]) -> list[str]:
                         "errs on (adversary: {split: validation}) for eq. 9's temperature")
     elif cal and cal.get("at_bound"):
         low, high = cal["bounds"]
-        side = "upper" if abs(math.log(cal["temperature"] / high)) < abs(math.log(cal["temperature"] / low)) else "lower"
+        upper = abs(math.log(cal["temperature"] / high)) < abs(math.log(cal["temperature"] / low))
+        side = "upper" if upper else "lower"
         warnings.append(f"cal: the NLL-optimal temperature sits at the {side} bound of its search "
                         f"(T_cal = {cal['temperature']:.4g})"
                         + (": the model may be no better than chance on its fitting examples, and the calibrated "

@@ -21,6 +21,17 @@ CHECK_EXAMPLES = 16
 GRADIENT_ALONE = 4
 
 
+def input_gradient(model: Classifier, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
+    """∇ₓ Σ CE(f(x), y) in fp32 (each example's own gradient, whatever the batch); ``None`` where
+    the logits have no gradient path to the input, zeros where the path does not reach it."""
+    inputs = x.detach().clone().requires_grad_(True)
+    logits = model.logits(inputs, grad=True)
+    if not logits.requires_grad:
+        return None
+    (grad,) = torch.autograd.grad(cross_entropy(logits, y).sum(), inputs, allow_unused=True)
+    return torch.zeros_like(inputs) if grad is None else grad
+
+
 def check_zero_gradients(model: Classifier, examples: Sequence[Example],
                          attacks: Mapping[str, Attack] | None = None) -> list[str]:
     """Warn when the cross-entropy gradient with respect to the input is exactly zero, or NaN or
@@ -37,13 +48,12 @@ def check_zero_gradients(model: Classifier, examples: Sequence[Example],
     if model.modality != "image" or not examples:
         return []
     batch = list(examples[:CHECK_EXAMPLES])
-    x = torch.stack([example.input for example in batch]).to(model.device, torch.float32).requires_grad_(True)
+    x = torch.stack([example.input for example in batch]).to(model.device, torch.float32)
     y = torch.tensor([example.label for example in batch], device=model.device)
-    logits = model.logits(x, grad=True)
-    if not logits.requires_grad:  # only black-box attacks ran (white-box ones are refused on it)
+    grad = input_gradient(model, x, y)
+    if grad is None:  # only black-box attacks ran (white-box ones are refused on it)
         return ["the model's logits have no gradient path to its input (it binarises, rounds or detaches it): only "
                 "black-box attacks can run on it, and gradient-based checks of masking cannot"]
-    (grad,) = torch.autograd.grad(cross_entropy(logits, y).sum(), x)
     invalid = int((~torch.isfinite(grad.flatten(1)).all(dim=1)).sum())
     if invalid:
         return [f"the input gradient of the cross-entropy is NaN or infinite for {invalid} of {len(batch)} examples: "
@@ -55,7 +65,7 @@ def check_zero_gradients(model: Classifier, examples: Sequence[Example],
                 "gradient attacks cannot move them (margin losses such as apgd_t and beta included, when the "
                 "model itself has no gradient, e.g. rounded or quantised inputs), so robust accuracy here may be "
                 "overstated, an upper bound only; check it with a black-box attack (--attacks auto,square)"]
-    return _low_precision_zero_gradients(model, x.detach(), y, attacks or {})
+    return _low_precision_zero_gradients(model, x, y, attacks or {})
 
 
 def _low_precision_zero_gradients(model: Classifier, x: torch.Tensor, y: torch.Tensor,
@@ -131,11 +141,9 @@ def check_dead_pixels(model: Classifier, attacks: Mapping[str, Attack], examples
     y = torch.tensor([example.label for example in examples[:CHECK_EXAMPLES]], device=model.device)
     generator = torch.Generator().manual_seed(0)
     point = (x + (torch.rand(x.shape, generator=generator).to(x.device) - 0.5) * 0.1).clamp(0.0, 1.0)
-    inputs = point.clone().requires_grad_(True)
-    logits = model.logits(inputs, grad=True)
-    if not logits.requires_grad:
+    grad = input_gradient(model, point, y)
+    if grad is None:
         return []
-    (grad,) = torch.autograd.grad(cross_entropy(logits, y).sum(), inputs)
     dead = (grad == 0).all(dim=0)  # per pixel, over the examples
     share = float(dead.float().mean())
     if share < 0.1:
@@ -190,20 +198,13 @@ def _gradient_batch_dependence(model: Classifier, x: torch.Tensor, y: torch.Tens
     every answer and shrinks every gradient N times. Sign and normalised steps do not see it;
     fp16 rounding does (robust accuracy 20 % at batch 1, 80 % at 128, with no warning before)."""
 
-    def gradient(rows: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
-        rows = rows.clone().requires_grad_(True)
-        loss = cross_entropy(model.logits(rows, grad=True), labels).sum()
-        if not loss.requires_grad:  # no gradient path at all: the run refuses white-box attacks for it
-            return None
-        (found,) = torch.autograd.grad(loss, rows, allow_unused=True)
-        return torch.zeros_like(rows).flatten(1) if found is None else found.flatten(1)
-
-    together = gradient(x, y)
-    if together is None:
+    together = input_gradient(model, x, y)
+    if together is None:  # no gradient path at all: the run refuses white-box attacks for it
         return []
     # A few alone suffice (a batch-level backward moves every row) and cost a pass each.
-    together = together[:GRADIENT_ALONE]
-    alone = torch.cat([gradient(x[row : row + 1], y[row : row + 1]) for row in range(len(together))])
+    together = together[:GRADIENT_ALONE].flatten(1)
+    alone = torch.cat([input_gradient(model, x[row : row + 1], y[row : row + 1]).flatten(1)
+                       for row in range(len(together))])
     norms = torch.maximum(together.norm(dim=1), alone.norm(dim=1))
     live = norms > 1e-30  # a gradient that is zero both ways is the zero-gradient check's
     differs = live & ((together - alone).norm(dim=1) > 1e-3 * norms)
@@ -211,6 +212,6 @@ def _gradient_batch_dependence(model: Classifier, x: torch.Tensor, y: torch.Tens
         return []
     ratio = (together.norm(dim=1) / alone.norm(dim=1).clamp_min(1e-38))[differs].median()
     return [f"the model's input gradient of {int(differs.sum())} of {len(together)} examples differs in a batch of "
-            f"{len(x)} from the gradient alone (median norm ratio {float(ratio):.3g}) while its answers do not: its backward "
-            "pass depends on the batch (a loss or gradient averaged over it), so attacks that read the gradient's "
-            "size (fp16 rounding, unnormalised steps) depend on the batch size"]
+            f"{len(x)} from the gradient alone (median norm ratio {float(ratio):.3g}) while its answers do not: its "
+            "backward pass depends on the batch (a loss or gradient averaged over it), so attacks that read the "
+            "gradient's size (fp16 rounding, unnormalised steps) depend on the batch size"]

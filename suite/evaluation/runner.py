@@ -183,8 +183,8 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
     (a text's row from ``searched``, the memo of the served model's rows, where it has it).
     ``temperature`` is recorded with each example (``None``: Platt's view, recorded in results)."""
     store, model = prepared.store, prepared.model
-    averaged = run.attack.batch_dependent
-    if averaged:  # the batches are part of the numbers: the same ones for any process count or resume
+    batched = run.attack.batch_dependent
+    if batched:  # the batches are part of the numbers: the same ones for any process count or resume
         pending = _mean_batches(prepared, run.key, prepared.fixed_batch_size)
     else:
         pending = [ex for ex in store.processes.shard(prepared.attacked()) if not store.has("attack", ex.id, run.key)]
@@ -204,7 +204,7 @@ def _attack_pass(prepared: PreparedTask, run: AttackRun, view: Classifier, tempe
         check_outputs(run.key, run.attack.threat, model, batch, outputs)
         if prepared.options.log_samples and store.directory is not None:
             _save_adversarial(prepared, run, batch, outputs)
-        if averaged:  # a batch run again whole for a record it lacked keeps the records it has
+        if batched:  # a batch run again whole for a record it lacked keeps the records it has
             kept = [(ex, out) for ex, out in zip(batch, outputs) if not store.has("attack", ex.id, run.key)]
             batch, outputs = [ex for ex, _ in kept], [out for _, out in kept]
         clean = [store.get("clean", ex.id)["correct"] for ex in batch]
