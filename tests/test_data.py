@@ -103,6 +103,16 @@ def test_missing_column_lists_the_columns(tmp_path, sentiment_model):
         load_eval_set(DatasetConfig(spec=f"hf:{path}", text_column="txt"), sentiment_model.input_spec, seed=0)
 
 
+def test_text_pairs_are_refused_unless_one_column_is_named(tmp_path, sentiment_model):
+    # QNLI's columns: "sentence" alone was picked before, silently scoring a pair model on half its input.
+    path = tmp_path / "qnli.csv"
+    path.write_text("question,sentence,label\nWhy?,Because it rained.,1\nWho?,Nobody came.,0\n")
+    with pytest.raises(DataError, match="holds text pairs .*'question' and 'sentence'.*--text-column"):
+        load_eval_set(DatasetConfig(spec=f"hf:{path}"), sentiment_model.input_spec, seed=0)
+    named = load_eval_set(DatasetConfig(spec=f"hf:{path}", text_column="sentence"), sentiment_model.input_spec, seed=0)
+    assert [ex.input for ex in named.examples] == ["Because it rained.", "Nobody came."]
+
+
 def test_label_out_of_range_is_refused(tmp_path, sentiment_model):
     path = tmp_path / "data.jsonl"
     path.write_text('{"text": "ok", "label": 0}\n{"text": "odd", "label": 5}\n')

@@ -34,6 +34,11 @@ from suite.errors import DataError
 TEXT_COLUMNS = ("text", "sentence", "review", "content", "document", "tweet", "utterance", "question")
 IMAGE_COLUMNS = ("image", "img", "picture", "pixel_values")
 LABEL_COLUMNS = ("label", "labels", "target", "class", "sentiment", "fine_label", "y")
+#: Column pairs that hold one example's two texts (NLI, paraphrase, question answering: GLUE's
+#: MNLI, QNLI, QQP, MRPC and RTE, SNLI, BoolQ). Scoring a pair model on one of them gives a number
+#: about another task, so a dataset holding both is refused unless --text-column names one.
+PAIR_COLUMNS = (("premise", "hypothesis"), ("question", "sentence"), ("sentence1", "sentence2"),
+                ("question1", "question2"), ("question", "passage"), ("text1", "text2"), ("text_a", "text_b"))
 #: Rows of not-decoded images read at a time by the up-front check (bounds its memory on
 #: datasets that embed the image bytes).
 CHECK_CHUNK = 256
@@ -132,6 +137,8 @@ def _load_hf(name: str, config: DatasetConfig, model: InputSpec, seed: int) -> t
     columns = dataset.column_names
     input_kind = "image" if model.modality == "image" else "text"
     given = config.image_column if input_kind == "image" else config.text_column
+    if input_kind == "text" and given is None:
+        _refuse_pairs(columns, name)
     input_column = _pick_column(given, IMAGE_COLUMNS if input_kind == "image" else TEXT_COLUMNS, columns, input_kind, name)
     label_column = _pick_column(config.label_column, LABEL_COLUMNS, columns, "label", name)
     if input_column == label_column:
@@ -196,6 +203,16 @@ def _image_rows(dataset: Any, column: str, rows: Sequence[int], model: InputSpec
         for item in table[list(rows[start : start + CHECK_CHUNK])][column]:
             check_image(item, column, name)
     return [DatasetImage(table, row, column, model.input_size, name, model.preprocessing) for row in rows]
+
+
+def _refuse_pairs(columns: Sequence[str], name: str) -> None:
+    """Refuse a dataset whose examples are text pairs: the suite attacks single texts."""
+    for first, second in PAIR_COLUMNS:
+        if first in columns and second in columns:
+            raise DataError(
+                f"dataset {name!r} holds text pairs (columns {first!r} and {second!r}): advsuite attacks "
+                "single-text classifiers, and a pair model scored on one text gives a wrong number; pass "
+                "--text-column only for a model that takes that column alone")
 
 
 def _pick_column(given: str | None, candidates: Sequence[str], columns: Sequence[str], kind: str, name: str) -> str:
