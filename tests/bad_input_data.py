@@ -201,6 +201,8 @@ CASES: list[Case] = [
          write("texts.jsonl", jsonl([{"text": "good", "label": 1}, {"text": "", "label": 1}]))),
     Case("data-text-blank-csv", text_run("hf:{tmp}/texts.csv"), f"holds only white space in {ROW0}",
          write("texts.csv", 'text,label\n"   \t ",1\ngood,1\n')),
+    Case("data-label-unlabelled-split", text_run("hf:{tmp}/test.jsonl"), "has label -1, which marks an unlabelled",
+         write("test.jsonl", jsonl([{"text": "good", "label": -1}, {"text": "bad", "label": -1}]))),
     Case("data-label-double-minus", text_run("hf:{tmp}/labels.jsonl"), "label '--1' in column 'label'",
          write("labels.jsonl", jsonl([{"text": "good", "label": "--1"}]))),
     # A single file is one split under any name: a second split of it reads the same rows.
