@@ -348,6 +348,8 @@ def test_library_warnings_are_printed_once_and_escaped():
         "from suite.cli.main import _configure_logging\n"
         "import huggingface_hub.utils.logging\n"  # imported before: taken at once
         "_configure_logging(False, '')\n"
+        # torch's exit hook logs at INFO; stopped before torch set its logging up, it was printed
+        "logging.getLogger('torch._subclasses.fake_tensor').info('FakeTensor cache stats:')\n"
         "logging.getLogger('huggingface_hub.utils._http').warning('Retrying \\x1b[31m in 1s')\n"
         "from transformers.utils import logging as tl\n"  # imported after: taken on import
         "tl.get_logger('transformers.modeling_utils').warning('unused \\x1b]0;pwned\\x07 weights')\n"

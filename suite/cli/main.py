@@ -186,7 +186,9 @@ def _configure_logging(quiet: bool, where: str) -> None:
     for handler in logging.getLogger().handlers:  # names and paths in messages come from users
         if not any(isinstance(found, PrintableFilter) for found in handler.filters):
             handler.addFilter(PrintableFilter())
-    for noisy in ("httpx", "urllib3", "filelock", "datasets", "transformers", "timm"):
+    # torch logs at INFO from an exit hook ("FakeTensor cache stats"), printed when a run is
+    # stopped before torch's own logging is set up.
+    for noisy in ("httpx", "urllib3", "filelock", "datasets", "transformers", "timm", "torch"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     _take_library_logs()
 
