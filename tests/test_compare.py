@@ -221,8 +221,21 @@ def test_without_usable_records_a_difference_falls_back_to_the_intervals(runs, t
         (bare / "records.jsonl").write_bytes(garbage)
         code, out, err = compare(capsys, runs["plain"], bare)
         assert (code, err) == (0, "") and f"records.jsonl {says}" in out
-    # Records that do not reproduce the results (one example's outcome changed): the rows it
-    # touches fall back, named in a note; the other rows keep their test.
+
+
+def _edited(source: Path, target: Path, change) -> Path:
+    shutil.copytree(source, target)
+    data = json.loads((target / "results.json").read_text())
+    change(data)
+    (target / "results.json").write_text(json.dumps(data))
+    return target
+
+
+def test_results_their_records_do_not_give_are_refused(runs, tmp_path, capsys):
+    """A results.json changed after its run is refused as ``leaderboard add`` and ``export``
+    refuse it, where its records are there to say so: compared, it gave a difference (with a
+    p-value) against numbers the run never measured."""
+    # Records whose one example's outcome changed no longer give the results' numbers.
     edited = tmp_path / "edited"
     shutil.copytree(runs["at"], edited)
     lines = (edited / "records.jsonl").read_text().splitlines()
@@ -232,10 +245,26 @@ def test_without_usable_records_a_difference_falls_back_to_the_intervals(runs, t
     lines[index] = json.dumps(record)
     (edited / "records.jsonl").write_text("\n".join(lines) + "\n")
     code, out, err = compare(capsys, runs["plain"], edited)
-    assert (code, err) == (0, "")
-    assert "does not reproduce its results for fgm_linf (linf eps=0.15), worst case (linf eps=0.15)" in out
-    assert "p=" not in cells(line_of(out, "fgm_linf", "linf eps=0.15"))[-1]
-    assert "p=" in cells(line_of(out, "pgd_linf", "linf eps=0.15"))[-1]
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "results.json was changed after the run" in err
+
+    # An attack dropped, and the worst case set to what the remaining attack gives: the records
+    # give every number left, but hold the dropped attack (it was +42 pp, p < 0.001, against its own run).
+    def drop_pgd(data):
+        data["attacks"].pop("pgd_linf")
+        for group in data["threat_models"].values():
+            group["attacks"] = ["fgm_linf"]
+    dropped = _edited(runs["at"], tmp_path / "dropped", drop_pgd)
+    code, out, err = compare(capsys, runs["at"], dropped)
+    assert (code, out) == (2, "") and "holds records of attack 'pgd_linf' that results.json does not report" in err
+
+    # A number moved inside its own interval.
+    def nudge(data):
+        entry = data["attacks"]["fgm_linf"]
+        entry["robust_accuracy"] = min(entry["robust_accuracy"] + 1 / 16, entry["robust_accuracy_ci"][1])
+    assert read_results(runs["at"] / "results.json").attacks["fgm_linf"].robust_accuracy < 0.9
+    nudged = _edited(runs["at"], tmp_path / "nudged", nudge)
+    code, out, err = compare(capsys, runs["plain"], nudged)
+    assert (code, out) == (2, "") and "does not give its fgm_linf" in err
 
 
 def test_compare_json_holds_the_numbers_of_results_json(runs, capsys):
@@ -281,6 +310,19 @@ def test_runs_on_other_examples_are_refused(runs, tmp_path, capsys):
     code, out, err = compare(capsys, runs["plain"], other)
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert "dataset fingerprints 'sklearn-digits-32px-test' and 'sklearn-digits-32px-train'" in err
+
+
+def test_runs_on_other_examples_are_refused_by_their_run_json(runs, tmp_path, capsys):
+    """A training-split run whose results.json says the test split's fingerprint: the examples
+    each run.json recorded differ, so the runs are not paired."""
+    train = tmp_path / "train"
+    suite.evaluate("builtin:digits-cnn-at", "builtin:digits", split="train", attacks=ATTACKS, eps=0.15, n=16,
+                   output=train)
+    test = read_results(runs["at"] / "results.json").dataset.fingerprint
+    disguised = _edited(train, tmp_path / "disguised", lambda data: data["dataset"].update(fingerprint=test))
+    code, out, err = compare(capsys, runs["at"], disguised)
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "not evaluated on the same examples (their run.json record other examples: sha256-" in err
 
 
 def test_per_class_lists_every_class(runs, capsys):

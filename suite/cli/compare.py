@@ -41,6 +41,9 @@ def handle(args: argparse.Namespace) -> int:
     runs = [compare.read_run(path) for path in args.runs]
     compare.check_same_examples(names, runs)
     records = [read_records(path, run) for path, run in zip(args.runs, runs)]
+    for path, run, found in zip(args.runs, runs, records):
+        if not isinstance(found, str):  # records of the run: its results must be what they give
+            compare.check_records_give(path, run, found)
     if args.per_class:
         compare.check_per_class(names, runs)
         found = compare.class_rows(runs, records)

@@ -147,10 +147,15 @@ def check_count(names: Sequence[str]) -> None:
 
 
 def check_same_examples(names: Sequence[str], runs: Sequence[Results]) -> None:
-    """Refuse, naming both fingerprints, any run not evaluated on the first run's examples."""
+    """Refuse, naming both fingerprints, any run not evaluated on the first run's examples: by
+    the results' dataset (fingerprint, columns, n, the subsample's seed) and, where both runs'
+    ``run.json`` are beside them (``names`` are their paths), by the content hash of the evaluated
+    examples each recorded (ids, inputs and labels: a fingerprint edited into a results file
+    does not make other examples the same)."""
     check_count(names)
     first = runs[0].dataset
-    for name, run in zip(names[1:], runs[1:]):
+    digests = [_examples_digest(name) for name in names]
+    for name, run, digest in zip(names[1:], runs[1:], digests[1:]):
         other = run.dataset
         if not first.fingerprint or not other.fingerprint:
             why = "a dataset fingerprint is unknown"
@@ -162,11 +167,25 @@ def check_same_examples(names: Sequence[str], runs: Sequence[Results]) -> None:
             why = "different n"
         elif first.n < first.size and runs[0].seed != run.seed:
             why = f"different subsamples of the split: seeds {runs[0].seed} and {run.seed}"
+        elif digests[0] and digest and digests[0] != digest:
+            why = f"their run.json record other examples: {digests[0]} and {digest}"
         else:
             continue
         raise ConfigError(f"{names[0]!r} and {name!r} were not evaluated on the same examples ({why}): dataset "
                           f"fingerprints {first.fingerprint!r} and {other.fingerprint!r}, n={first.n} and "
                           f"n={other.n}; only runs on the same examples are compared")
+
+
+def _examples_digest(name: str) -> str | None:
+    """The evaluated examples' content hash the ``run.json`` beside a run recorded, if any."""
+    from suite.paths import read_run_description
+
+    path = Path(name)
+    run_file = (path if path.is_dir() else path.parent) / "run.json"
+    if not run_file.is_file():
+        return None
+    digest = read_run_description(run_file).get("examples")
+    return digest if isinstance(digest, str) else None
 
 
 def check_per_class(names: Sequence[str], runs: Sequence[Results]) -> None:
@@ -241,6 +260,13 @@ def check_reproduced(path: Path, run: Results) -> bool:
         if records.startswith("no "):
             return False
         raise ConfigError(f"{str(path)!r}: {records}; rerun the same command to write the run again")
+    check_records_give(path, run, records)
+    return identified
+
+
+def check_records_give(path: Path, run: Results, records: RunRecords) -> None:
+    """Refuse, in one line, a ``results.json`` whose numbers its (readable) records do not give,
+    or that leaves out an attack its records hold (:func:`check_reproduced`)."""
     reported = {*run.attacks, *run.distributional}
     unreported = sorted(set(records.attacks) - reported)
     if unreported:
@@ -258,7 +284,6 @@ def check_reproduced(path: Path, run: Results) -> bool:
         raise ConfigError(f"{str(path)!r}: its records.jsonl does not give its {printable(row)} of {value:g} (nor "
                           f"{len(missing) - 1} other number(s)): results.json was changed after the run; rerun the "
                           "same command to write it again from the records")
-    return identified
 
 
 def class_view(run: Results, name: str, alias: dict[str, str] | None = None,
