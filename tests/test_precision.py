@@ -159,3 +159,67 @@ def test_fp16_gradients_that_underflow_are_flagged_even_with_the_summed_loss():
     # taken (it keeps the first example's, where the loss it can measure rises).
     assert [output.perturbation for output in fp16["fgm"].run(model, examples, seed=0)] == [0.0] * 3
     assert fp32["fgm"].run(model, examples[:1], seed=0)[0].perturbation == pytest.approx(0.1)
+
+
+class NearTie(torch.nn.Module):
+    """Class 0 leads class 1 by 1e-4 of the first pixel: float32 tells them apart; under bf16
+    autocast the weight 1.0001 rounds to 1, and the two logits tie."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 2, bias=False)
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.tensor([[1.0001, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]))
+
+    def forward(self, x):
+        return self.linear(x.flatten(1))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_low_precision_hit_counts_only_where_float32_agrees(precision):
+    """A tie under autocast is a hit there (a tie never counts as correct), but float32 scoring
+    calls the example robust: the search had stopped it as broken, and ``auto`` handed it on as
+    broken, so nothing searched it further (AutoAttack hands on what the model still classifies
+    correctly). The hit is decided again on float32 logits before it counts."""
+    from suite.attacks.image.loop import run_search
+
+    model = from_module(NearTie(), input_size=(1, 2, 2), device="cpu")
+    x = torch.tensor([[[[1.0, 0.0], [0.0, 0.0]]]])
+    y = torch.tensor([0])
+    assert model.logits(x)[0, 0] > model.logits(x)[0, 1]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = model.logits(x)
+    assert low[0, 0] == low[0, 1]  # the tie the search sees under autocast
+    found = run_search(model, x, y, x.clone(), 0, lambda rows, points, grads, values: points, "ce",
+                       precision=precision)
+    assert not bool(found.success[0]) and int(found.predictions[0]) == 0 and float(found.levels[0]) == 1.0
+
+
+def test_apgd_rec_stops_a_row_only_where_float32_agrees():
+    """The same on a randomized ensemble: two members that tie under bf16 autocast (L = 0 there)
+    and decide for the label in float32 (L = 1). The search stopped the row at its first pass;
+    it now searches every step, as in float32."""
+    from suite.attacks import build_attack
+    from suite.data.base import Example
+    from suite.models.ensemble import RandomizedEnsemble
+
+    class Member(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.tensor([[1.0, 0.0], [1.0001, 0.0]]))
+
+        def forward(self, x):
+            return (x.flatten(1) - 0.5) @ self.weight.T
+
+    members = [from_module(Member(), input_size=(1, 1, 2), labels=["0", "1"], name=f"m{i}") for i in range(2)]
+    model = RandomizedEnsemble(members, [0.5, 0.5])
+    example = Example("x", torch.tensor([[[0.75, 0.5]]]), 1)
+    assert float(model.correctness(example.input[None], torch.tensor([1]))[0]) == 1.0
+    queries = {}
+    for precision in ("fp32", "bf16"):
+        attack = build_attack("apgd_rec", {"norm": "linf", "eps": 1e-6, "steps": 5, "rand_init": False,
+                                           "precision": precision})
+        (output,) = attack.run(model, [example], seed=0)
+        queries[precision] = output.queries
+        assert float(model.correctness(output.adversarial[None], torch.tensor([1]))[0]) == 1.0
+    assert queries["bf16"] == queries["fp32"] > 2

@@ -2,7 +2,8 @@
 
 Opt-in per run, for speed on GPUs (bf16 halves activation memory and runs on tensor cores). It
 changes only the search: every adversarial input is still scored on the served model in float32
-(:mod:`.scoring`), so success is never decided in low precision, and the mini-batch check
+(:mod:`.scoring`), and a search stops a row (or ``auto`` hands an example on as broken) only where
+float32 logits agree, so success is never decided in low precision; the mini-batch check
 (:func:`suite.evaluation.checks.check_reduction`: fp16 gradients near underflow under a mean
 loss) runs in the precision of the first attack that sums its loss (none runs it when every
 attack averages), and the zero-gradient check in each precision an attack searches in. The precision becomes each attack's own

@@ -269,8 +269,16 @@ def run_identity(task: TaskConfig, seed: int, model: Classifier, attacks: dict[s
         "examples": examples_fingerprint(eval_set),
         "fit_examples": None if fit_set is None or fit_set is eval_set else examples_fingerprint(fit_set),
         "scoring": SCORING_VERSION,
-        "attack_versions": {key: f"{attack.name}/{attack.version}" for key, attack in sorted(every.items())},
+        "attack_versions": {key: f"{attack.name}/{attack.version}{_low_precision(attack)}"
+                            for key, attack in sorted(every.items())},
     }
+
+
+def _low_precision(attack: Attack) -> str:
+    """A mark on a low-precision search's version: since it was added, a row that autocast
+    calls broken stops only where float32 logits agree (:func:`suite.attacks.image.loop._confirmed`),
+    so a bf16 run from before it is not resumed (fp32 runs are unchanged)."""
+    return "+fp32-confirmed" if getattr(attack, "precision", "fp32") != "fp32" else ""
 
 
 def examples_fingerprint(eval_set: EvalSet) -> str:

@@ -13,9 +13,10 @@ every step and return the last one); otherwise the iterate with the highest obje
 On a randomized model's view (:class:`~suite.models.randomized.Randomized`) an example is
 misclassified only when none of the draws its logits average decides for the label
 (:func:`~suite.models.base.attack_decide`), and the search runs every step, as EOT PGD does.
-Under ``precision: fp16|bf16`` the search runs under autocast. The attack returns its kept
-iterate and no verdict: the evaluation layer scores it on the served model in float32, so
-success is never decided in low precision.
+Under ``precision: fp16|bf16`` the search runs under autocast, and a row autocast calls
+broken is decided again on float32 logits before it stops or counts as broken
+(:func:`.loop._confirmed`). The attack returns its kept iterate and no verdict: the evaluation
+layer scores it on the served model in float32, so success is never decided in low precision.
 
 Adversarial training (:mod:`suite.train`) runs the same attacks in :data:`TRAINING` mode
 (:class:`SearchMode`): every step is taken, the LAST iterate is returned as in the papers'

@@ -63,6 +63,9 @@ def run_search(
     # A randomized model's search runs every step, as EOT PGD does (Randomized.runs_every_step):
     # an example is still kept at its iterates that fool every draw the attack saw.
     stops = mode.stop_on_success and not getattr(model, "runs_every_step", False)
+    # Under autocast a hit is confirmed on float32 logits before it counts (below); a
+    # randomized model's is not (another call is another draw).
+    confirms = not getattr(model, "runs_every_step", False)
     row_per_example = groups is None
     groups = torch.arange(rows_total, device=x.device) if groups is None else groups
     done = torch.zeros(int(groups.max()) + 1 if rows_total else 0, dtype=torch.bool, device=x.device)
@@ -107,6 +110,8 @@ def run_search(
         graded = getattr(logits, "draw_weights", None) is not None
         level = attack_level(logits, labels) if graded else None
         hit = level == 0 if graded else predicted != labels
+        if precision != "fp32" and confirms:
+            predicted, level, hit = _confirmed(model, inputs, labels, predicted, level, hit)
         scored = value.detach()
         # Masked writes (torch.where) rather than boolean indexing: the same values, and the
         # host never waits for the device to count the rows kept (on CUDA every such count
@@ -178,6 +183,28 @@ def run_search(
         return _levelled(live, y, graded)
     _write_rows(kept, ids, live, None)
     return _levelled(kept, y, graded)
+
+
+def _confirmed(model: Classifier, inputs: torch.Tensor, labels: torch.Tensor, predicted: torch.Tensor,
+               level: torch.Tensor | None, hit: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """The rows a low-precision pass calls broken, decided again on float32 logits (no
+    gradient): a row stops, is kept as broken and is handed on by ``auto`` as broken only where
+    float32 agrees, as scoring decides. Rows that autocast calls unbroken are not looked at
+    again (the search is weaker in low precision, and the results warn)."""
+    rows = hit.nonzero().squeeze(1)
+    if len(rows) == 0:
+        return predicted, level, hit
+    with torch.no_grad():
+        logits = model.logits(inputs.detach()[rows], grad=False)
+    predicted, hit = predicted.clone(), hit.clone()
+    predicted[rows] = attack_decide(logits, labels[rows])
+    if level is None:
+        hit[rows] = predicted[rows] != labels[rows]
+        return predicted, level, hit
+    level = level.clone()
+    level[rows] = attack_level(logits, labels[rows]).to(level.dtype)
+    hit[rows] = level[rows] == 0
+    return predicted, level, hit
 
 
 def _levelled(search: Search, y: torch.Tensor, graded: bool) -> Search:

@@ -120,6 +120,20 @@ class RECAttack(NormChoiceAttack):
         """Members whose logits the loss needs besides the active ones (``None``: the active)."""
         return None
 
+    @staticmethod
+    def _confirmed(model, inputs: torch.Tensor, labels: torch.Tensor, state: EnsembleState,
+                   expected: torch.Tensor) -> torch.Tensor:
+        """``expected`` with the rows that autocast's pass calls broken (L = 0) computed again
+        from float32 logits (no gradient), as scoring computes L."""
+        rows = (expected <= L_TOLERANCE).nonzero().squeeze(1)
+        if len(rows) == 0:
+            return expected
+        with torch.no_grad():
+            logits = model.member_logits(inputs.detach()[rows], grad=False, members=list(state.active)).float()
+        expected = expected.clone()
+        expected[rows] = expected_accuracy(logits, labels[rows], model.alphas, state.active).to(expected)
+        return expected
+
     def _perturb(self, model, x, y, generators, mode: SearchMode = EVALUATION):
         state = EnsembleState(model)
         n = len(x)
@@ -151,6 +165,8 @@ class RECAttack(NormChoiceAttack):
                 value = self._loss(logits, labels, state)
                 # L from the same forward pass (the ensemble's own formula, on its active members).
                 expected = expected_accuracy(active_logits.detach(), labels, model.alphas, state.active).to(x.device)
+                if self.precision != "fp32" and not papers:  # a row is done only where float32 agrees (loop._confirmed)
+                    expected = self._confirmed(model, inputs, labels, state, expected)
                 if papers:  # the last iterate, if its loss beats the earlier restarts' (whatever its L)
                     better = (value.detach() > kept_loss) & (not grad_needed)
                 else:
