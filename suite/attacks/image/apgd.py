@@ -33,8 +33,9 @@ How this reads the paper, and where it departs from it or from the official code
    at 50 the official checkpoints are 11, 21, 30, 38, 45 and these 11, 21, 29, 35, 40, 44, 47;
    at 30 (``auto``'s targeted searches) official 6, 11, 15, 18, 20 and then every step, these
    7, 13, 18, 21, 24, 27, 28. A side-by-side run at other than 100 steps follows two schedules.
-5. Random starts are uniform in the ε-ball ∩ [0, 1]^d from each example's own generator (the
-   official code draws one point on the L2 sphere, or a rescaled cube point under L∞).
+5. Random starts are uniform in the ε-ball, then clamped to [0, 1]^d, from each example's own
+   generator (``GradientAttack._starts``; the official code draws one point on the L2 sphere, or
+   a rescaled cube point under L∞).
 6. As everywhere in the suite, an example stops at its first misclassified iterate, and targets
    of APGD-T run most likely first, each only on the examples the earlier ones left unbroken
    (as in AutoAttack).
