@@ -592,6 +592,22 @@ def test_rounded_text_scores_are_warned_about_and_temperatures_are_not(sentiment
         assert check_score_plateaus(served, examples) == []
 
 
+def test_scores_tied_by_float32_softmax_are_warned_about(tmp_path):
+    """Served at T = 1e9 the logits are a few 1e-9 apart: not tied (the run is not refused),
+    but their float32 softmax is exactly (0.5, 0.5). TextAttack then skipped every label-1
+    example as already misclassified and searched the others on flat scores: robust accuracy
+    came out equal to the clean accuracy, unwarned. At the paper's 2e6 the probabilities still
+    differ, and nothing is said."""
+    flat = _run(tmp_path, "flat", temperature=1e9, kinds=("none",), n=30)
+    (warning,) = [w for w in flat.warnings if "tie in float32 softmax" in w]
+    correct = round(flat.clean_accuracy * 30)
+    assert f"of the {correct} examples the model classifies correctly" in warning
+    assert flat.attacks["deepwordbug"].robust_accuracy == flat.clean_accuracy  # the overstated number it flags
+    steep = _run(tmp_path, "steep", temperature=DOWNCONF, kinds=("none",), n=30)
+    assert not any("float32 softmax" in w for w in steep.warnings)
+    assert steep.attacks["deepwordbug"].robust_accuracy < steep.clean_accuracy
+
+
 @pytest.mark.parametrize("falling", [True, False])
 def test_an_opt_temperature_at_a_search_bound_is_flagged(falling):
     # Q falling all the way to the upper bound (or rising from the lower one): the best evaluated

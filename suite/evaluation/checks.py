@@ -197,6 +197,33 @@ def check_score_plateaus(model: Classifier, examples: Sequence[Example]) -> list
             "overstated (no adversary temperature undoes rounding); attack the unrounded scores if you can"]
 
 
+def check_softmax_ties(model: Classifier, examples: Sequence[Example], clean_logits: torch.Tensor,
+                       attacks: Mapping[str, Attack]) -> list[str]:
+    """Warn when text attacks cannot see the served model's decisions: TextAttack's goal
+    functions score every candidate by the float32 softmax of the served logits, and logits a
+    large design temperature shrinks (T = 1e9: about 4e-9 apart) give exactly equal
+    probabilities. Its search then skips an example (it reads the tie's first class as the
+    prediction) or steers by nothing, and the example counts robust: robust accuracy came out
+    equal to clean accuracy, with no other warning. Read from the clean pass; no extra pass."""
+    if model.modality != "text" or not any(attack.modality == "text" for attack in attacks.values()):
+        return []
+    logits = clean_logits.float()
+    if logits.dim() != 2 or logits.shape[1] < 2 or len(logits) != len(examples):
+        return []
+    labels = torch.tensor([example.label for example in examples], device=logits.device)
+    top = logits.topk(2, dim=1).values
+    decided = (logits.argmax(dim=1) == labels) & (top[:, 0] > top[:, 1])
+    chances = torch.softmax(logits, dim=1).topk(2, dim=1).values
+    tied = decided & (chances[:, 0] == chances[:, 1])
+    if not bool(tied.any()):
+        return []
+    gap = float((top[:, 0] - top[:, 1])[tied].max())
+    return [f"the served scores of {int(tied.sum())} of the {int(decided.sum())} examples the model classifies "
+            f"correctly tie in float32 softmax (their top two logits differ by at most {gap:.2g}): TextAttack's "
+            "searches score texts by those probabilities, so they skip these examples or cannot steer, and count them "
+            "robust; robust accuracy is overstated (the cal adversary undoes a design temperature)"]
+
+
 def check_ensemble_attacks(model: Classifier, attacks: Mapping[str, Attack]) -> list[str]:
     """Warn when a randomized ensemble is evaluated without ARC, or with ARC alone.
 
@@ -324,6 +351,7 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
         *([] if noisy or is_ensemble(model) else check_grad_mode(model, prepared.eval_set.examples)),
         *([] if noisy else check_score_plateaus(model, correct)),
+        *check_softmax_ties(model, prepared.eval_set.examples, clean_logits, attacks),
         *check_ensemble_attacks(model, attacks),
         *([] if isinstance(model, Randomized) or is_ensemble(model)
           else check_batch_dependence(model, prepared.eval_set.examples)),
