@@ -509,3 +509,56 @@ def test_a_batch_of_searches_leaves_no_reference_cycles(sentiment_model, example
         gc.set_debug(0)
         gc.garbage.clear()
     assert len(outputs) == 4 and not left, sorted(set(left))
+
+
+def test_words_changed_counts_a_split_or_deleted_word_once():
+    from suite.attacks.text.recipe_base import words_changed
+
+    words = "the band sounded tired and the songs did not last".split()
+    swapped = list(words)
+    swapped[1], swapped[4] = "bnad", "or"
+    assert words_changed(words, swapped) == 2  # the same count: position by position (TextAttack's)
+    split = words[:1] + ["ba", "nd"] + words[2:]  # TextBugger's space: every later word shifted
+    assert words_changed(words, split) == 1
+    assert words_changed(words, words[:3] + words[5:]) == 2  # two words deleted (input reduction)
+    assert words_changed(words, []) == 0
+
+
+def test_textbugger_and_input_reduction_perturbations_count_words_changed(sentiment_model, examples):
+    """TextBugger's space insertion and input reduction's deletions change the word count: each
+    record's perturbation is the share of original words outside the longest matching runs (it
+    was position by position, 0.889 for 2 edited words of 9), and input reduction's mean
+    perturbation is over every example it reduced (it breaks none, so the mean over broken ones
+    was always 0)."""
+    import difflib
+
+    from suite.attacks.text.offline import import_textattack
+    from suite.evaluation.metrics import attack_metrics
+
+    import_textattack()
+    from textattack.shared import AttackedText
+
+    def expected(original: str, adversarial: str) -> float:
+        a, b = AttackedText(original).words, AttackedText(adversarial).words
+        if len(a) == len(b):
+            return sum(x != y for x, y in zip(a, b)) / len(a)
+        kept = sum(block.size for block in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
+        return (len(a) - kept) / len(a)
+
+    bugged = _recipe("textbugger", sentiment_model).run(sentiment_model, examples, 0)
+    resized = [(e, o) for e, o in zip(examples, bugged)
+               if len(AttackedText(e.input).words) != len(AttackedText(o.adversarial).words)]
+    assert resized, "some TextBugger text must split a word"
+    for example, output in resized:
+        assert output.perturbation == pytest.approx(expected(example.input, output.adversarial))
+    reduced = build_attack("input_reduction", {}).run(sentiment_model, examples[:6], 0)
+    assert all(0 < o.perturbation < 1 for o in reduced)
+    for example, output in zip(examples, reduced):
+        assert output.perturbation == pytest.approx(expected(example.input, output.adversarial))
+    clean = [{"id": e.id, "correct": 1.0} for e in examples[:6]]
+    attacked = {e.id: {"robust": 1.0, "queries": o.queries, "perturbation": o.perturbation, "seconds": 0.0}
+                for e, o in zip(examples, reduced)}
+    assert attack_metrics(clean, attacked)["mean_perturbation"] == 0.0  # nothing broken
+    assert attack_metrics(clean, attacked, "attacked")["mean_perturbation"] == pytest.approx(
+        sum(o.perturbation for o in reduced) / 6)
+    assert build_attack("input_reduction", {}).perturbation_over == "attacked"

@@ -37,12 +37,16 @@ def accuracy(correctness: Sequence[float]) -> float:
     return sum(float(value) for value in correctness) / len(correctness)
 
 
-def attack_metrics(clean: Sequence[Mapping[str, Any]], attacked: Records) -> dict[str, Any]:
+def attack_metrics(clean: Sequence[Mapping[str, Any]], attacked: Records,
+                   perturbation_over: str = "broken") -> dict[str, Any]:
     """Robust accuracy, success rate, mean queries/perturbation and time for one attack.
 
     Args:
         clean: Clean records of every example, in evaluation order.
         attacked: Attack records by example id (the examples with correctness > 0).
+        perturbation_over: ``broken``: the mean perturbation over what the attack broke (weighted
+            by the correctness each example lost); ``attacked``: over every attacked example
+            (input reduction, which never breaks one by design).
     """
     n = len(clean)
     targets = [record for record in clean if record["correct"] > 0]
@@ -58,6 +62,8 @@ def attack_metrics(clean: Sequence[Mapping[str, Any]], attacked: Records) -> dic
         "mean_queries": sum(result["queries"] for result in results) / len(results) if results else 0.0,
         # Weighted by the correctness each example lost: over the broken examples when deterministic.
         "mean_perturbation": (
+            sum(result["perturbation"] for result in results) / len(results) if results else 0.0
+        ) if perturbation_over == "attacked" else (
             sum(weight * result["perturbation"] for weight, result in zip(removed, results)) / total_removed
             if total_removed else 0.0
         ),

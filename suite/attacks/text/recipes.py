@@ -138,6 +138,8 @@ class TextBugger(TextAttackRecipe):
     """
 
     level: ClassVar[TextLevel] = "mixed"  # character bugs and word swaps
+    # 5: ``perturbation`` counts a word split in two or removed once (recipe_base.words_changed).
+    version: ClassVar[int] = 5
 
     resources: ClassVar[tuple[Resource, ...]] = (
         STOPWORDS, PARAGRAMCF, USE,
@@ -162,6 +164,8 @@ class TextBuggerMiniLM(TextAttackRecipe):
     """
 
     level: ClassVar[TextLevel] = "mixed"  # character bugs and word swaps
+    # 5: ``perturbation`` counts a word split in two or removed once (recipe_base.words_changed).
+    version: ClassVar[int] = 5
 
     resources: ClassVar[tuple[Resource, ...]] = (STOPWORDS, PARAGRAMCF, MINILM)
 
@@ -213,8 +217,13 @@ class InputReduction(TextAttackRecipe):
 
     TextAttack's ``InputReductionFeng2018``. It never changes the prediction by design, so its
     robust accuracy is the clean accuracy; ``perturbation`` (the fraction of words removed) is
-    the number to read. Needs only the NLTK stopwords.
+    the number to read, and its ``mean_perturbation`` is over every attacked example (every other
+    attack's is over the examples it broke). Needs only the NLTK stopwords.
     """
+
+    # 5: ``perturbation`` counts a word split in two or removed once (recipe_base.words_changed).
+    version: ClassVar[int] = 5
+    perturbation_over: ClassVar[str] = "attacked"
 
     def build(self, wrapper: Any) -> Any:
         from textattack.attack_recipes import InputReductionFeng2018
@@ -233,6 +242,8 @@ class CheckList(TextAttackRecipe):
     resources: ClassVar[tuple[Resource, ...]] = (
         Resource("flair", "flair/ner-english", "named-entity tagger for name and location swaps"),
     )
+    # 5: ``perturbation`` counts a word split in two or removed once (recipe_base.words_changed).
+    version: ClassVar[int] = 5
 
     def build(self, wrapper: Any) -> Any:
         from textattack.attack_recipes import CheckList2020
