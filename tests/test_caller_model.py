@@ -210,3 +210,10 @@ def test_a_module_of_one_output_is_refused_in_one_line():
                 lambda: suite.certify(module, (images, torch.zeros(8, dtype=torch.long)), eps=[0.1])):
         with pytest.raises(ConfigError, match="logits of shape N×K with K ≥ 2"):
             run()
+
+
+def test_a_text_holding_a_lone_surrogate_is_one_line(sentiment_model):
+    """A lone surrogate ("\\ud800", what decoding bytes with errors='surrogateescape' leaves) is
+    no Unicode text: the data's fingerprint raised UnicodeEncodeError, a traceback."""
+    with pytest.raises(DataError, match=r"text 1 holds '\\ud800' at character 4, a lone surrogate"):
+        suite.evaluate(sentiment_model, (["good film", "bad \ud800 film"], [1, 0]), attacks=["deepwordbug"])
