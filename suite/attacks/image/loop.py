@@ -63,9 +63,10 @@ def run_search(
     # A randomized model's search runs every step, as EOT PGD does (Randomized.runs_every_step):
     # an example is still kept at its iterates that fool every draw the attack saw.
     stops = mode.stop_on_success and not getattr(model, "runs_every_step", False)
-    # Under autocast a hit is confirmed on float32 logits before it counts (below); a
-    # randomized model's is not (another call is another draw).
-    confirms = not getattr(model, "runs_every_step", False)
+    # Under autocast a hit is confirmed on float32 logits before it stops a row or is kept
+    # (below); not where nothing stops and the last iterate is kept (training), nor on a
+    # randomized model (another call is another draw).
+    confirms = (mode.stop_on_success or mode.keep == "best") and not getattr(model, "runs_every_step", False)
     row_per_example = groups is None
     groups = torch.arange(rows_total, device=x.device) if groups is None else groups
     done = torch.zeros(int(groups.max()) + 1 if rows_total else 0, dtype=torch.bool, device=x.device)
