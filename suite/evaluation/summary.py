@@ -65,7 +65,8 @@ def summarise(prepared: PreparedTask, clean: CleanScores, adversary: dict[str, A
         confidences = [record["confidence"] for record in records.values() if "confidence" in record]
         attacks[run.key] = AttackEntry(
             threat=run.attack.threat, access=run.attack.access, params=run.attack.params(),
-            budget=run.attack.budget(num_classes), **attack_metrics(clean_records, records, getattr(run.attack, "perturbation_over", "broken")),
+            budget=run.attack.budget(num_classes),
+            **attack_metrics(clean_records, records, getattr(run.attack, "perturbation_over", "broken")),
             mean_confidence=sum(confidences) / len(confidences) if confidences else None,
             adversary=run.kind, base_attack=run.base, adversary_temperature=temperature_of(adversary, run),
             attack=run.attack.name,
