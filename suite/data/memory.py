@@ -58,7 +58,8 @@ def in_memory_eval_set(inputs: Sequence[str] | torch.Tensor, labels: Sequence[in
                 text.encode("utf-8")
             except UnicodeEncodeError as error:  # a lone surrogate: no tokenizer, record or file can hold it
                 raise DataError(f"text {row} holds {text[error.start]!a} at character {error.start}, a lone "
-                                "surrogate, which is not Unicode text (decode its bytes with errors='replace')") from None
+                                "surrogate, which is not Unicode text (decode its bytes with errors='replace')"
+                                ) from None
     elif not isinstance(inputs, torch.Tensor) or inputs.ndim not in (3, 4) or not inputs.is_floating_point():
         raise DataError(f"{model.name!r} is an image model: pass its inputs as an N×C×H×W float tensor in [0, 1]")
     elif inputs.numel() and not bool(torch.isfinite(inputs).all()):
