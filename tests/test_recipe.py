@@ -46,6 +46,32 @@ def _recipe(**task):
         ({**_recipe(), "sweep": {"params": {"reduction": ["sum", "avg"]}}}, "reduction: Input should be 'sum' or 'mean'"),
         ({**_recipe(), "sweep": {"params": {"precision": ["fp8"]}}}, "precision: Input should be"),
         ({**_recipe(attacks=["square"]), "sweep": {"params": {"precision": ["fp16"]}}}, "precision: unknown parameter"),
+        # Booleans and numeric strings are not numbers (task eps: true had run at ε = 1,
+        # threshold: true flagged no illusion ever).
+        (_recipe(eps=True), "eps.0: Input should be a valid number"),
+        (_recipe(eps=["0.1"]), "eps.0: Input should be a valid number"),
+        (_recipe(temperatures=[True]), "temperatures.0: Input should be a valid number"),
+        (_recipe(model={"spec": "builtin:digits-cnn", "temperature": "2"}), "temperature: Input should be a valid"),
+        (_recipe(model={"spec": "builtin:digits-cnn", "max_length": True}), "max_length: Input should be a valid"),
+        (_recipe(adversary={"threshold": True}), "threshold: Input should be a valid number"),
+        (_recipe(adversary={"bounds": [True, "10"]}), "bounds.0: Input should be a valid number"),
+        (_recipe(certify={"eps": [True]}), "eps.0: Input should be a valid number"),
+        ({**_recipe(), "sweep": {"alphas": [True]}}, "alphas.0: Input should be a valid number"),
+        # A sweep value of nested lists (a YAML alias bomb's) is refused before it is written out;
+        # two values naming one attack (0.1 and 0.10 are both fgm_linf-0.1) are refused.
+        ({**_recipe(), "sweep": {"params": {"eps": [[[0.1] * 10] * 10]}}}, "must be plain words or numbers"),
+        ({**_recipe(), "sweep": {"params": {"eps": [0.1, 0.10]}}}, "lists a value twice: 0.1"),
+        # Keys name samples/<key>/: 'clean' is the clean inputs', and case alone is one folder.
+        (_recipe(attacks=[{"name": "fgm_linf", "label": "clean"}]), "may not be labelled 'clean'"),
+        (_recipe(attacks=[{"name": "fgm_linf", "label": "A"}, {"name": "pgd_linf", "label": "a"}]),
+         "attack labels differ only in case .*: a"),
+        # A task named like a table the recipe writes beside it.
+        (_recipe(name="study.csv"), "task 'study.csv' is named like the recipe's file"),
+        (_recipe(name="Recipe.JSON"), "is named like the recipe's file 'recipe.json'"),
+        # A temperature whose product with the model's is 0 or infinite (a traceback, or a run at ∞).
+        (_recipe(model={"spec": "builtin:digits-cnn", "temperature": 1e-200}, temperatures=[1e-200]),
+         "temperature 1e-200 times the model's 1e-200 is 0"),
+        (_recipe(model={"spec": "builtin:digits-cnn", "temperature": 1e200}, temperatures=[1e200]), "is inf"),
     ],
 )
 def test_bad_recipes_are_one_line_errors(data, message):
@@ -87,3 +113,26 @@ def test_sweep_expands_tasks_and_labels_attacks():
 def test_same_attack_twice_under_labels():
     recipe = parse_recipe(_recipe(attacks=[{"name": "pgd_linf", "eps": 0.01, "label": "small"}, "pgd_linf"]))
     assert [a.key for a in recipe.tasks[0].attacks] == ["small", "pgd_linf"]
+
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("n: 010", "n: Input should be a valid integer"),  # YAML 1.1: octal 8
+    ("n: 1:30", "n: Input should be a valid integer"),  # base 60: 90
+    ("n: 4_0", "n: Input should be a valid integer"),  # 40
+    ("seed: 0x10", "seed: Input should be a valid integer"),  # 16
+    ("eps: 0:30.5", "eps.0: Input should be a valid number"),  # 30.5
+])
+def test_yaml_11_number_forms_are_not_numbers(tmp_path, written, read):
+    """PyYAML reads YAML 1.1, where these were silently other numbers; the recipe loader reads
+    numbers as YAML 1.2 does (plain decimals), and ``1e-2`` (no dot) is the number 0.01."""
+    key, value = written.split(": ")
+    task = "    dataset: {spec: builtin:digits, " + (f"n: {value}" if key == "n" else "n: 8") + "}\n"
+    path = tmp_path / "r.yaml"
+    path.write_text("name: r\n" + (f"seed: {value}\n" if key == "seed" else "") + "tasks:\n  - model: builtin:digits-cnn\n"
+                    + task + "    attacks: [{name: fgm_linf, eps: 1e-2}]\n" + (f"    eps: {value}\n" if key == "eps" else ""))
+    with pytest.raises(ConfigError, match=read):
+        load_recipe(path)
+    path.write_text("name: r\ntasks:\n  - model: builtin:digits-cnn\n    dataset: {spec: builtin:digits, n: 8}\n"
+                    "    attacks: [{name: fgm_linf, eps: 1e-2}]\n    adversary: {threshold: 5e-2}\n")
+    task = load_recipe(path).tasks[0]
+    assert task.attacks[0].params["eps"] == 0.01 and task.adversary.threshold == 0.05

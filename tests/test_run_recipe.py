@@ -87,3 +87,30 @@ def test_a_shipped_recipe_by_name_and_an_unknown_name():
     assert suite.run_recipe is recipe_run.run_recipe and "run_recipe" in suite.__all__
     with pytest.raises(UnknownNameError, match="unknown recipe 'quickstrat'. Did you mean: quickstart?"):
         suite.run_recipe("quickstrat")
+
+
+def test_a_recipe_never_writes_its_tables_over_files_it_did_not_write(tmp_path):
+    """The tables a recipe writes beside its tasks (study.csv...) replaced a user's file of that
+    name, and a second recipe into the same directory replaced the first's, mixing their runs."""
+    from suite.errors import ConfigError
+
+    swept = {**RECIPE, "sweep": {"batch_size": [4]}}
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "study.csv").write_text("my,own\n1,2\n")
+    with pytest.raises(ConfigError, match="holds 'study.csv', which no run of this recipe wrote"):
+        suite.run_recipe(swept, output=mine)
+    assert sorted(p.name for p in mine.iterdir()) == ["study.csv"] and (mine / "study.csv").read_text() == "my,own\n1,2\n"
+
+    out = tmp_path / "out"
+    suite.run_recipe(swept, output=out)
+    assert json.loads((out / "recipe.json").read_text()) == {"recipe": "tiny"} and (out / "study.csv").is_file()
+    suite.run_recipe(swept, output=out)  # the same recipe again: it resumes
+    other = {**swept, "name": "other", "tasks": [{**RECIPE["tasks"][0], "name": "more"}]}
+    with pytest.raises(ConfigError, match="holds the runs of recipe 'tiny' .*choose another --output"):
+        suite.run_recipe(other, output=out)
+    assert json.loads((out / "recipe.json").read_text()) == {"recipe": "tiny"}
+    before = (out / "study.csv").read_text()
+    suite.run_recipe({**other, "sweep": None}, output=out, overwrite=True)  # taken over: tiny's table goes
+    assert json.loads((out / "recipe.json").read_text()) == {"recipe": "other"}
+    assert not (out / "study.csv").exists() and before

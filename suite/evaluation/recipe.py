@@ -35,6 +35,12 @@ from suite.models.config import ModelConfig
 from suite.threat import MAX_RADIUS
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+#: What a recipe writes beside its tasks' directories (suite.evaluation.recipe_run): no task is named so.
+RECIPE_FILES = ("recipe.json", "adversary_table.csv", "ior_tables.md", "ior_tables.csv", "confidence_sweep.png",
+                "study.csv", "study.png", "alpha_sweep.csv", "alpha_sweep.png")
+#: A number written as one: ``true`` (1.0) and ``'2'`` (2.0) are refused, as ``n`` and ``seed``
+#: refuse them (task ``eps: true`` had run at ε = 1, ``threshold: true`` flagged no illusion).
+Number = Annotated[float, Field(strict=True)]
 #: Task names and attack labels become directory and file names: keep them well under 255 bytes.
 NAME_LENGTH = 100
 #: Attacks run when a task names none.
@@ -110,9 +116,9 @@ class AdversaryConfig(BaseModel):
     n: int | None = Field(None, gt=0, strict=True)
     opt_n: int = Field(20, gt=0, strict=True)
     opt_attack: AttackConfig | None = None
-    bounds: tuple[float, float] | None = None
+    bounds: tuple[Number, Number] | None = None
     maxiter: int = Field(12, gt=0, strict=True)
-    threshold: float = Field(0.05, ge=0, le=1)
+    threshold: float = Field(0.05, ge=0, le=1, strict=True)
 
     @field_validator("kinds")
     @classmethod
@@ -154,7 +160,7 @@ class CertifyConfig(BaseModel):
 
     norm: Literal["l2", "linf", "l1"] = "l2"
     loss: Literal["ce", "margin"] = "ce"
-    eps: tuple[float, ...] = Field((0.05, 0.1, 0.2, 0.5), min_length=1)
+    eps: tuple[Number, ...] = Field((0.05, 0.1, 0.2, 0.5), min_length=1)
     boxed: bool = True
     attacks: bool = True
 
@@ -191,11 +197,11 @@ class TaskConfig(BaseModel):
     certify: CertifyConfig | None = None
     #: Serve the model at each of these temperatures (times its own): one copy of the task per
     #: temperature, ``<task>-T<t>`` (the IoR paper's Fig. 1: robustness against confidence).
-    temperatures: tuple[float, ...] = ()
+    temperatures: tuple[Number, ...] = ()
     #: The radius (or radii) of every point-wise attack that sets none, the default attacks
     #: included; unset: the model's declared threat model, else the attacks' own defaults
     #: (:mod:`suite.evaluation.radius`).
-    eps: tuple[float, ...] = ()
+    eps: tuple[Number, ...] = ()
     #: The norm of every attack that takes one and sets none (the default attacks included).
     norm: Literal["linf", "l2"] | None = None
     #: Image attacks search under this autocast precision (every attack that sets none):
@@ -205,7 +211,7 @@ class TaskConfig(BaseModel):
     @field_validator("eps", mode="before")
     @classmethod
     def _radii(cls, value: Any) -> Any:
-        return [value] if isinstance(value, (int, float)) else value
+        return value if isinstance(value, (list, tuple)) else [value]  # one radius, a number or not
 
     @field_validator("eps")
     @classmethod
@@ -220,7 +226,7 @@ class TaskConfig(BaseModel):
     def _positive_temperatures(cls, temperatures: tuple[float, ...]) -> tuple[float, ...]:
         if any(not 0 < t < float("inf") for t in temperatures):
             raise ValueError("temperatures must be finite and > 0")
-        _refuse_repeats([f"{t:g}" for t in temperatures], "temperature listed twice")
+        _refuse_repeats([repr(t) for t in temperatures], "temperature listed twice")
         return temperatures
 
     @field_validator("model", mode="before")
@@ -236,7 +242,13 @@ class TaskConfig(BaseModel):
     @field_validator("attacks")
     @classmethod
     def _unique(cls, attacks: tuple[AttackConfig, ...]) -> tuple[AttackConfig, ...]:
+        # Keys name the attack's samples/<key>/ folder: keys only case tells apart are one folder
+        # on macOS and Windows, and 'clean' is the clean inputs' folder (its images were replaced).
         _refuse_repeats([attack.key for attack in attacks], "attack listed twice (give one a 'label')")
+        _refuse_repeats([attack.key.casefold() for attack in attacks], "attack labels differ only in case (one folder "
+                        "of samples on macOS and Windows)")
+        if any(attack.key.casefold() == "clean" for attack in attacks):
+            raise ValueError("an attack may not be labelled 'clean': it is the clean inputs' name in samples/")
         return attacks
 
     def identity(self, seed: int) -> dict[str, Any]:
@@ -336,6 +348,21 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+# Numbers and booleans as YAML 1.2 reads them, not YAML 1.1 (PyYAML's): ``010`` was octal 8,
+# ``1:30`` base-60 90, ``0x10`` 16, ``4_0`` 40 and ``yes``/``off`` booleans, silently; ``1e-2`` (no
+# dot) was a string, refused as "not a valid number". Plain decimals only; anything else stays a
+# string, which the fields refuse.
+_INT, _FLOAT, _BOOL = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_INT, _FLOAT, _BOOL)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_UniqueKeyLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_UniqueKeyLoader.add_implicit_resolver(_INT, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
+_UniqueKeyLoader.add_implicit_resolver(
+    _FLOAT, re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe file; every problem is a one-line :class:`ConfigError`."""
     path = Path(path)
@@ -370,6 +397,9 @@ def parse_recipe(data: dict[str, Any], source: str = "recipe") -> Recipe:
         # Each task writes output/<name>: two of one name (a task 'v' at temperature 2 becomes
         # 'v-T2', a sweep adds '-s<seed>'), or of names only case tells apart (one directory on
         # macOS and Windows), would overwrite each other, and the tables would average them.
+        if task.name.casefold() in RECIPE_FILES:
+            raise ConfigError(f"{source}: task {task.name!r} is named like the recipe's file {task.name.casefold()!r} "
+                              "(both in the output directory): rename it")
         other = seen.get(task.name.casefold())
         seen[task.name.casefold()] = task.name
         if other is not None:

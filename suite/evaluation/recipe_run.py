@@ -11,6 +11,7 @@ illusion-of-robustness tables), ``study.csv``/``.png`` (a batch-size sweep) and
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ from suite.evaluation.recipe import Recipe, TaskConfig, load_recipe, parse_recip
 from suite.evaluation.recipes_dir import resolve_recipe
 from suite.evaluation.tasks import run_tasks
 from suite.report.results import Results
+from suite.text import printable
 
 logger = logging.getLogger(__name__)
 
@@ -81,14 +83,61 @@ def run_recipe(
         # named like its samples/ would write into them.
         raise ConfigError(f"output {str(directory)!r} is one evaluation's directory (it holds {RUN_FILE}); a recipe "
                           "writes a sub-directory per task and its tables: choose another --output")
+    stale = [] if directory is None else check_output(directory, loaded, tasks, overwrite)
     options = RunOptions(seed=loaded.seed, batch_size=loaded.batch_size, output=directory, subdirs=True,
                          overwrite=overwrite, wait=wait, log_samples=log_samples, deterministic=deterministic,
                          command=command or "suite.run_recipe(...)")
     results = run_tasks(tasks, options, skip_unavailable=True)
     if results and directory is not None:
+        claim_output(directory, loaded, stale)
         for name, files in write_recipe_tables(loaded, results, directory).items():
             logger.info("%s: %s", name, ", ".join(str(path) for path in files))
     return results
+
+
+def check_output(directory: Path, recipe: Recipe, tasks: Sequence[TaskConfig], overwrite: bool) -> list[str]:
+    """Refuse, in one line before anything runs, an output directory this recipe may not write
+    its tables into; the tables another recipe left there that ``--overwrite`` takes over.
+
+    The recipe's tables (:data:`~suite.evaluation.recipe.RECIPE_FILES`) are written beside its
+    tasks' directories, so a directory another recipe wrote would get this one's tables over
+    its own (two recipes' runs mixed under one ``study.csv``), and a user's ``study.csv`` would be
+    replaced. ``recipe.json`` names the recipe that writes there: another recipe's is refused
+    (with ``--overwrite`` this recipe takes the directory over and removes the other's tables);
+    without one, a table file is taken as the suite's only beside runs of this recipe's tasks
+    (written before ``recipe.json`` was)."""
+    from suite.evaluation.recipe import RECIPE_FILES
+
+    marker = directory / RECIPE_FILES[0]
+    if marker.exists():
+        try:
+            owner = json.loads(marker.read_text(encoding="utf-8")).get("recipe")
+        except (OSError, ValueError, AttributeError):
+            owner = None
+        if owner != recipe.name and not overwrite:
+            raise ConfigError(f"output {str(directory)!r} holds the runs of recipe {printable(repr(owner))} (its "
+                              f"{RECIPE_FILES[0]}): this recipe's tables would mix with them; choose another --output, "
+                              "or pass --overwrite to take it over")
+        stale = [name for name in RECIPE_FILES[1:] if (directory / name).is_file()] if owner != recipe.name else []
+    else:
+        found = [name for name in RECIPE_FILES[1:] if (directory / name).exists()]
+        if found and not any((directory / task.name / RUN_FILE).is_file() for task in tasks):
+            raise ConfigError(f"output {str(directory)!r} holds {found[0]!r}, which no run of this recipe wrote: the "
+                              "recipe's tables would replace it; choose another --output")
+        stale = []
+    return stale
+
+
+def claim_output(directory: Path, recipe: Recipe, stale: Sequence[str]) -> None:
+    """Name ``recipe`` in ``directory``'s ``recipe.json`` (its runs are there now), removing the
+    tables another recipe left (``stale``, from :func:`check_output`): they describe runs this
+    recipe's tables do not."""
+    from suite.evaluation.recipe import RECIPE_FILES
+    from suite.paths import atomic_write_text
+
+    for name in stale:
+        (directory / name).unlink(missing_ok=True)
+    atomic_write_text(directory / RECIPE_FILES[0], json.dumps({"recipe": recipe.name}) + "\n")
 
 
 def as_recipe(recipe: RecipeLike) -> Recipe:

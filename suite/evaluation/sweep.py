@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from suite.errors import ConfigError
 from suite.evaluation.seeds import with_seed
 from suite.models.config import ModelConfig
 
@@ -29,6 +30,11 @@ def temperature_copies(task: Any) -> list[Any]:
     temperature times t, named ``<task>-T<t>``."""
     if not task.temperatures:
         return [task]
+    for t in task.temperatures:  # model_copy does not validate: a product of 0 or ∞ ran, or raised a traceback
+        served = task.model.temperature * t
+        if not 0 < served < float("inf"):
+            raise ConfigError(f"task {task.name!r}: temperature {t:g} times the model's {task.model.temperature:g} is "
+                              f"{served:g}, which no model can be served at (it must be finite and > 0)")
     return [task.model_copy(update={
         "name": f"{task.name}-{temperature_name(t)}", "temperatures": (),
         "model": task.model.model_copy(update={"temperature": task.model.temperature * t})})
@@ -56,7 +62,7 @@ class Sweep(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    alphas: tuple[float, ...] = ()
+    alphas: tuple[Annotated[float, Field(strict=True)], ...] = ()
     batch_size: tuple[Annotated[int, Field(strict=True)], ...] = ()
     seeds: tuple[Annotated[int, Field(strict=True)], ...] = ()
     params: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
@@ -101,8 +107,13 @@ class Sweep(BaseModel):
         for key, values in params.items():
             if not values:
                 raise ValueError(f"sweep parameter {key!r} has no values")
-            if any(not re.fullmatch(r"[A-Za-z0-9_.-]+", str(value)) for value in values):
+            # A scalar is checked before it is written out: str() of a list of aliased lists
+            # (a YAML alias bomb of 1 KB) grew tenfold per level.
+            if any(not isinstance(value, (str, int, float)) or not re.fullmatch(r"[A-Za-z0-9_.-]+", str(value))
+                   for value in values):
                 raise ValueError(f"sweep values of {key!r} must be plain words or numbers")
+            # Each value names its attack (``fgm_linf-0.1``): 0.1 and 0.10 were one attack, counted as two.
+            refuse_repeats([str(value) for value in values], f"sweep parameter {key!r} lists a value twice")
         return params
 
     @model_validator(mode="after")

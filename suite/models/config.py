@@ -70,9 +70,9 @@ class ModelConfig(BaseModel):
     pretrained: bool = True
     # Off by default: a pickle is a program, and a model file is untrusted input.
     allow_pickle: bool = False
-    temperature: float = Field(1.0, gt=0, allow_inf_nan=False)
+    temperature: float = Field(1.0, gt=0, allow_inf_nan=False, strict=True)
     trust_remote_code: bool = False
-    max_length: int | None = Field(None, gt=0)
+    max_length: int | None = Field(None, gt=0, strict=True)
     device: str | None = None
     members: tuple[MemberConfig, ...] | None = None
 
@@ -140,7 +140,7 @@ class ModelConfig(BaseModel):
 class MemberConfig(ModelConfig):
     """One member of an ``ensemble:``: a model config and the probability α_i of drawing it."""
 
-    probability: float = Field(ge=0, le=1, allow_inf_nan=False)
+    probability: float = Field(ge=0, le=1, allow_inf_nan=False, strict=True)
 
     @model_validator(mode="after")
     def _not_an_ensemble(self) -> MemberConfig:
