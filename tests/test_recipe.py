@@ -136,3 +136,10 @@ def test_yaml_11_number_forms_are_not_numbers(tmp_path, written, read):
                     "    attacks: [{name: fgm_linf, eps: 1e-2}]\n    adversary: {threshold: 5e-2}\n")
     task = load_recipe(path).tasks[0]
     assert task.attacks[0].params["eps"] == 0.01 and task.adversary.threshold == 0.05
+
+
+def test_a_recipe_file_past_a_mebibyte_is_refused_unread(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text("# padding\n" * 200_000 + "name: r\n")
+    with pytest.raises(ConfigError, match=r"big.yaml' is 1.9 MiB: a recipe is a few KB"):
+        load_recipe(path)

@@ -114,3 +114,16 @@ def test_a_recipe_never_writes_its_tables_over_files_it_did_not_write(tmp_path):
     suite.run_recipe({**other, "sweep": None}, output=out, overwrite=True)  # taken over: tiny's table goes
     assert json.loads((out / "recipe.json").read_text()) == {"recipe": "other"}
     assert not (out / "study.csv").exists() and before
+
+
+def test_a_bad_last_task_is_refused_naming_it_before_the_first_runs(tmp_path):
+    """certify on a text model was found only when its task ran, after the tasks before it had
+    run and written their directories, in an error that did not say which task."""
+    from suite.errors import ConfigError
+
+    text = {"name": "words", "model": "builtin:sentiment-tiny", "dataset": {"spec": "builtin:sentiment", "n": 4},
+            "attacks": ["deepwordbug"], "adversary": {"kinds": ["none"]}, "certify": {"eps": [0.1]}}
+    recipe = {**RECIPE, "tasks": [*RECIPE["tasks"], text]}
+    with pytest.raises(ConfigError, match="^task 'words': certify works on image models"):
+        suite.run_recipe(recipe, output=tmp_path / "out")
+    assert not (tmp_path / "out").exists()

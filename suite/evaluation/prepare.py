@@ -164,6 +164,9 @@ def prepare(task: TaskConfig, options: RunOptions, *, model: Classifier | None =
     if model.modality != "text" and adversary.kinds != ("none",):
         raise ConfigError("adversary temperatures (cal, opt, platt) apply to text attacks; image attacks here have "
                           "temperature-free losses (margin, DLR): use beta or apgd_t")
+    if task.certify is not None and model.modality != "image":  # found here, before any task of a recipe runs
+        raise ConfigError(f"certify works on image models (input Jacobians of [0, 1] pixels); {model.info.name!r} "
+                          f"takes {model.modality}")
     notes = _check_resources(task, attacks)
     if radius is not None and radius.source == "attack defaults":
         notes.append(radius.detail)

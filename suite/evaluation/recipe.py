@@ -38,6 +38,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 #: What a recipe writes beside its tasks' directories (suite.evaluation.recipe_run): no task is named so.
 RECIPE_FILES = ("recipe.json", "adversary_table.csv", "ior_tables.md", "ior_tables.csv", "confidence_sweep.png",
                 "study.csv", "study.png", "alpha_sweep.csv", "alpha_sweep.png")
+MAX_RECIPE_BYTES = 1 << 20  #: The largest recipe file read.
 #: A number written as one: ``true`` (1.0) and ``'2'`` (2.0) are refused, as ``n`` and ``seed``
 #: refuse them (task ``eps: true`` had run at ε = 1, ``threshold: true`` flagged no illusion).
 Number = Annotated[float, Field(strict=True)]
@@ -348,10 +349,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-# Numbers and booleans as YAML 1.2 reads them, not YAML 1.1 (PyYAML's): ``010`` was octal 8,
-# ``1:30`` base-60 90, ``0x10`` 16, ``4_0`` 40 and ``yes``/``off`` booleans, silently; ``1e-2`` (no
-# dot) was a string, refused as "not a valid number". Plain decimals only; anything else stays a
-# string, which the fields refuse.
+# Numbers and booleans as YAML 1.2 reads them, not as PyYAML (YAML 1.1) does: ``010`` was 8, ``1:30``
+# 90, ``0x10`` 16, ``4_0`` 40, ``yes``/``off`` booleans; ``1e-2`` a string. Other forms stay strings.
 _INT, _FLOAT, _BOOL = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"
 _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_INT, _FLOAT, _BOOL)]
@@ -367,6 +366,10 @@ def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe file; every problem is a one-line :class:`ConfigError`."""
     path = Path(path)
     try:
+        size = path.stat().st_size if path.is_file() else 0
+        if size > MAX_RECIPE_BYTES:  # a recipe is a few KB; 10 MB of comments took 10 s to read
+            raise ConfigError(f"recipe {str(path)!r} is {size / 2**20:.1f} MiB: a recipe is a few KB of YAML (at "
+                              f"most {MAX_RECIPE_BYTES // 2**20} MiB); is this the file you meant?")
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read recipe {str(path)!r}: {error.strerror if isinstance(error, OSError) else error}") from error

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from suite.errors import ModelUnavailableError
+from suite.errors import ModelUnavailableError, SuiteError
 from suite.progress import SAY_NOW
 
 from suite.evaluation.options import RunOptions
@@ -72,5 +72,22 @@ def run_tasks(tasks: Sequence[TaskConfig], options: RunOptions, skip_unavailable
                 if not skip_unavailable:
                     raise
                 logger.warning("skipped task %r: %s", task.name, error)
-    results = [execute(item) for item in prepared]
+            except SuiteError as error:
+                _name(error, task, tasks)
+                raise
+    results = []
+    for item in prepared:
+        try:
+            results.append(execute(item))
+        except SuiteError as error:
+            _name(error, item.config, tasks)
+            raise
     return results if all(result is not None for result in results) else []
+
+
+def _name(error: SuiteError, task: TaskConfig, tasks: Sequence[TaskConfig]) -> None:
+    """Make ``error``'s message say which task it is about, where there are several (a recipe's:
+    "certify works on image models" had not said which of them)."""
+    message = error.args[0] if error.args else None
+    if len(tasks) > 1 and isinstance(message, str) and not message.startswith(f"task {task.name!r}"):
+        error.args = (f"task {task.name!r}: {message}", *error.args[1:])
