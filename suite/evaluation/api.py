@@ -132,7 +132,9 @@ def attack_configs(attacks: Iterable[str | Mapping[str, Any]] | None, eps: float
 def radii(eps: float | Sequence[float] | None, flag: str = "eps") -> tuple[float, ...]:
     """``eps`` as the task's tuple of radii (several run every attack at each, labelled
     ``<attack>-eps<ε>``: each radius is its own threat model, with its own worst case)."""
-    values = () if eps is None else (eps,) if isinstance(eps, (int, float)) else tuple(eps)
+    values = () if eps is None else (eps,) if isinstance(eps, numbers.Real) else tuple(eps)
+    # numpy's and torch's scalars as Python floats (the task's radii take numbers, not booleans)
+    values = tuple(float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else v for v in values)
     if len(set(values)) != len(values):
         raise ConfigError(f"{flag} lists a radius twice")
     return values
