@@ -20,7 +20,7 @@ from typing import Any
 from suite.errors import ConfigError
 from suite.evaluation.options import RunOptions
 from suite.evaluation.records import RUN_FILE
-from suite.evaluation.recipe import Recipe, TaskConfig, load_recipe, parse_recipe
+from suite.evaluation.recipe import RECIPE_FILES, Recipe, TaskConfig, load_recipe, parse_recipe
 from suite.evaluation.recipes_dir import resolve_recipe
 from suite.evaluation.tasks import run_tasks
 from suite.report.results import Results
@@ -106,8 +106,6 @@ def check_output(directory: Path, recipe: Recipe, tasks: Sequence[TaskConfig], o
     (with ``--overwrite`` this recipe takes the directory over and removes the other's tables);
     without one, a table file is taken as the suite's only beside runs of this recipe's tasks
     (written before ``recipe.json`` was)."""
-    from suite.evaluation.recipe import RECIPE_FILES
-
     marker = directory / RECIPE_FILES[0]
     if marker.exists():
         try:
@@ -132,7 +130,6 @@ def claim_output(directory: Path, recipe: Recipe, stale: Sequence[str]) -> None:
     """Name ``recipe`` in ``directory``'s ``recipe.json`` (its runs are there now), removing the
     tables another recipe left (``stale``, from :func:`check_output`): they describe runs this
     recipe's tables do not."""
-    from suite.evaluation.recipe import RECIPE_FILES
     from suite.paths import atomic_write_text
 
     for name in stale:
