@@ -111,6 +111,20 @@ def _vit(directory: Path) -> None:
 
 NOT_TIMM = "applies to timm: models only"
 
+
+def transfer_recipe(source: str, then: Callable[[Path], None] | None = None) -> Callable[[Path], None]:
+    """Setup: ``r.yaml``, a good first task, then one scoring texts crafted on ``source``; then
+    ``then(work)``. The source is found bad while the tasks are prepared, before the first runs
+    (it had been found only when its own task ran, after the tasks before it)."""
+    def setup(work: Path) -> None:
+        task = "    model: builtin:sentiment-tiny\n    dataset: {spec: builtin:sentiment, n: 4}\n"
+        (work / "r.yaml").write_text(
+            f"name: r\ntasks:\n  - name: first\n{task}    attacks: [deepwordbug]\n  - name: second\n{task}"
+            f"    attacks: [{{name: transfer, source: '{source}', attack: deepwordbug}}]\n")
+        if then is not None:
+            then(work)
+    return setup
+
 CASES: list[Case] = [
     # Pickles: refused without --allow-pickle, and read with weights_only=True with it.
     Case("model-hf-pickle-only", hf(), "--allow-pickle", bert(safe=False)),
@@ -235,6 +249,13 @@ CASES: list[Case] = [
          config_json(pretrained_cfg={"input_size": [3, 100000, 100000]})),
     Case("model-timm-config-label-names-twice", timm(), "label_names names a class twice",
          config_json(label_names=["a", "b", "a"])),
+    # A transfer source that is missing, or whose classes are not the evaluated model's (its 3
+    # classes against sentiment-tiny's 2: each text aimed at one class would be scored on another).
+    Case("model-transfer-source-missing", ("run", "{tmp}/r.yaml", *OUT), "task 'second': model directory",
+         transfer_recipe("hf:./nope")),
+    Case("model-transfer-source-other-classes", ("run", "{tmp}/r.yaml", *OUT),
+         "has the classes (neg, neu, pos) and 'builtin:sentiment-tiny' the classes (negative, positive)",
+         transfer_recipe("hf:./m", lambda work: save_tiny_bert(work / "m"))),
     Case("model-path-component-too-long", ("evaluate", "--model", "hf:{tmp}/" + "a" * 300, "--dataset", "builtin:digits"),
          "is too long (a name over 255 bytes"),
 ]

@@ -72,6 +72,10 @@ def _recipe(**task):
         (_recipe(model={"spec": "builtin:digits-cnn", "temperature": 1e-200}, temperatures=[1e-200]),
          "temperature 1e-200 times the model's 1e-200 is 0"),
         (_recipe(model={"spec": "builtin:digits-cnn", "temperature": 1e200}, temperatures=[1e200]), "is inf"),
+        # A transfer source the spec shows cannot craft texts: an image model, a built-in that is none.
+        (_recipe(attacks=[{"name": "transfer", "source": "timm:resnet18"}]), "'timm:resnet18' is an image model"),
+        (_recipe(attacks=[{"name": "transfer", "source": "builtin:digits-cnn"}]), "is an image model"),
+        (_recipe(attacks=[{"name": "transfer", "source": "builtin:nope"}]), "'builtin:nope' names no built-in model"),
     ],
 )
 def test_bad_recipes_are_one_line_errors(data, message):

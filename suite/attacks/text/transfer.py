@@ -9,6 +9,7 @@ evaluation layer does, and each example is charged that one query.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -16,7 +17,12 @@ from pydantic import Field, PrivateAttr, field_validator
 
 from suite.attacks.base import ATTACKS, Access, Attack, AttackOutput, Threat, build_attack, register_attack
 from suite.data.base import Example
+from suite.errors import ConfigError
 from suite.models.base import Classifier
+from suite.models.registry import BUILTIN_MODELS, spec_modality
+
+#: Labels that name no class (transformers' default ``LABEL_0``...).
+_GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
 @register_attack("transfer")
@@ -44,6 +50,38 @@ class Transfer(Attack):
         if ATTACKS.get(name).modality != "text" or name == "transfer":
             raise ValueError(f"{name!r} is not a text attack that can run on a source model")
         return name
+
+    @field_validator("source")
+    @classmethod
+    def _text_source(cls, spec: str) -> str:
+        """What the spec alone shows (``advsuite validate`` sees it): an image model, or a
+        built-in that does not exist, cannot be a source. The rest is :meth:`check_model`'s."""
+        scheme, _, name = spec.partition(":")
+        if scheme == "timm" or (scheme == "builtin" and name in BUILTIN_MODELS and spec_modality(spec) == "image"):
+            raise ValueError(f"{spec!r} is an image model: the texts are crafted on a text model")
+        if scheme == "builtin" and name not in BUILTIN_MODELS:
+            raise ValueError(f"{spec!r} names no built-in model (see `advsuite ls models`)")
+        return spec
+
+    def check_model(self, model: Classifier) -> None:
+        """Load the source now, while the tasks are prepared: a missing one (or one that is not
+        a text model over the evaluated model's classes) fails before any task of a recipe runs,
+        not after the tasks before it, or with a traceback. It is kept for :meth:`run`.
+
+        The crafted texts aim at each example's label on the source, by index, so the source's
+        classes must be the evaluated model's, in the same order: the same number, and the same
+        names (case aside) where both name their classes."""
+        source = self._source()
+        if source.modality != "text":
+            raise ConfigError(f"transfer source {self.source!r} takes {source.modality}: the texts are crafted on a "
+                              "text model")
+        ours, theirs = list(model.labels), list(source.labels)
+        named = not any(all(_GENERIC_LABEL.fullmatch(label) for label in labels) for labels in (ours, theirs))
+        if len(ours) != len(theirs) or (named and [x.lower() for x in ours] != [x.lower() for x in theirs]):
+            raise ConfigError(f"transfer source {self.source!r} has the classes ({', '.join(theirs[:10])}) and "
+                              f"{model.info.name!r} the classes ({', '.join(ours[:10])}): texts crafted against one "
+                              "class of the source would be scored against another; use a source with the same "
+                              "classes in the same order")
 
     @property
     def threat(self) -> Threat:
