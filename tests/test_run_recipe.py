@@ -104,16 +104,49 @@ def test_a_recipe_never_writes_its_tables_over_files_it_did_not_write(tmp_path):
 
     out = tmp_path / "out"
     suite.run_recipe(swept, output=out)
-    assert json.loads((out / "recipe.json").read_text()) == {"recipe": "tiny"} and (out / "study.csv").is_file()
+    mark = {"kind": "advsuite recipe output", "recipe": "tiny", "tables": ["study.csv", "study.png"]}
+    assert json.loads((out / "recipe.json").read_text()) == mark and (out / "study.csv").is_file()
     suite.run_recipe(swept, output=out)  # the same recipe again: it resumes
     other = {**swept, "name": "other", "tasks": [{**RECIPE["tasks"][0], "name": "more"}]}
     with pytest.raises(ConfigError, match="holds the runs of recipe 'tiny' .*choose another --output"):
         suite.run_recipe(other, output=out)
-    assert json.loads((out / "recipe.json").read_text()) == {"recipe": "tiny"}
+    assert json.loads((out / "recipe.json").read_text()) == mark
     before = (out / "study.csv").read_text()
-    suite.run_recipe({**other, "sweep": None}, output=out, overwrite=True)  # taken over: tiny's table goes
-    assert json.loads((out / "recipe.json").read_text()) == {"recipe": "other"}
-    assert not (out / "study.csv").exists() and before
+    (out / "notes.csv").write_text("mine\n")
+    suite.run_recipe({**other, "sweep": None}, output=out, overwrite=True)  # taken over: tiny's tables go
+    assert json.loads((out / "recipe.json").read_text()) == {**mark, "recipe": "other", "tables": []}
+    assert not (out / "study.csv").exists() and before and (out / "notes.csv").read_text() == "mine\n"
+
+
+def test_a_recipe_json_the_suite_did_not_write_is_never_replaced(tmp_path):
+    """A user's own recipe kept as recipe.json in the output directory, beside their study.csv:
+    --overwrite replaced the recipe by the mark and deleted the study (any recipe.json without
+    a "recipe" key was taken for another recipe's mark). Now refused, --overwrite or not; a
+    directory named recipe.json is refused before anything runs, not after every task."""
+    from suite.errors import ConfigError
+
+    swept = {**RECIPE, "sweep": {"batch_size": [4]}}
+    for name, make in (("file", lambda path: path.write_text(json.dumps(RECIPE))), ("dir", Path.mkdir),
+                       ("mark", lambda path: path.write_text('{"kind": "advsuite recipe output", "recipe": "tiny", "tables": ["../x"]}'))):
+        out = tmp_path / name
+        out.mkdir()
+        make(out / "recipe.json")
+        (out / "study.csv").write_text("my,own\n")
+        before = sorted(p.name for p in out.iterdir())
+        for overwrite in (False, True):
+            with pytest.raises(ConfigError, match="holds 'recipe.json', which advsuite did not write"):
+                suite.run_recipe(swept, output=out, overwrite=overwrite)
+        assert sorted(p.name for p in out.iterdir()) == before and (out / "study.csv").read_text() == "my,own\n"
+
+
+def test_a_first_mark_is_read_and_rewritten(tmp_path):
+    """Marks written before they named their tables ({"recipe": name}) still name the recipe."""
+    swept = {**RECIPE, "sweep": {"batch_size": [4]}}
+    out = tmp_path / "out"
+    suite.run_recipe(swept, output=out)
+    (out / "recipe.json").write_text('{"recipe": "tiny"}\n')
+    suite.run_recipe(swept, output=out)
+    assert json.loads((out / "recipe.json").read_text())["tables"] == ["study.csv", "study.png"]
 
 
 def test_a_bad_last_task_is_refused_naming_it_before_the_first_runs(tmp_path):

@@ -90,9 +90,15 @@ def run_recipe(
     results = run_tasks(tasks, options, skip_unavailable=True)
     if results and directory is not None:
         claim_output(directory, loaded, stale)
-        for name, files in write_recipe_tables(loaded, results, directory).items():
+        tables = write_recipe_tables(loaded, results, directory)
+        claim_output(directory, loaded, (), [path.name for files in tables.values() for path in files])
+        for name, files in tables.items():
             logger.info("%s: %s", name, ", ".join(str(path) for path in files))
     return results
+
+
+#: What ``recipe.json`` says it is: the suite's mark on a recipe's output directory.
+MARK_KIND = "advsuite recipe output"
 
 
 def check_output(directory: Path, recipe: Recipe, tasks: Sequence[TaskConfig], overwrite: bool) -> list[str]:
@@ -102,39 +108,66 @@ def check_output(directory: Path, recipe: Recipe, tasks: Sequence[TaskConfig], o
     The recipe's tables (:data:`~suite.evaluation.recipe.RECIPE_FILES`) are written beside its
     tasks' directories, so a directory another recipe wrote would get this one's tables over
     its own (two recipes' runs mixed under one ``study.csv``), and a user's ``study.csv`` would be
-    replaced. ``recipe.json`` names the recipe that writes there: another recipe's is refused
-    (with ``--overwrite`` this recipe takes the directory over and removes the other's tables);
-    without one, a table file is taken as the suite's only beside runs of this recipe's tasks
-    (written before ``recipe.json`` was)."""
+    replaced. ``recipe.json`` (:func:`read_mark`) names the recipe that writes there and the
+    tables it wrote: another recipe's is refused (with ``--overwrite`` this recipe takes the
+    directory over and removes the tables the other wrote, and only those); a ``recipe.json``
+    that is not the suite's mark (a user's recipe of that name) is refused, ``--overwrite`` or
+    not. Without one, a table file is taken as the suite's only beside runs of this recipe's
+    tasks (written before ``recipe.json`` was)."""
     marker = directory / RECIPE_FILES[0]
-    if marker.exists():
-        try:
-            owner = json.loads(marker.read_text(encoding="utf-8")).get("recipe")
-        except (OSError, ValueError, AttributeError):
-            owner = None
+    if marker.exists() or marker.is_symlink():
+        owner, tables = read_mark(marker)
         if owner != recipe.name and not overwrite:
             raise ConfigError(f"output {str(directory)!r} holds the runs of recipe {printable(repr(owner))} (its "
                               f"{RECIPE_FILES[0]}): this recipe's tables would mix with them; choose another --output, "
                               "or pass --overwrite to take it over")
-        stale = [name for name in RECIPE_FILES[1:] if (directory / name).is_file()] if owner != recipe.name else []
-    else:
-        found = [name for name in RECIPE_FILES[1:] if (directory / name).exists()]
-        if found and not any((directory / task.name / RUN_FILE).is_file() for task in tasks):
-            raise ConfigError(f"output {str(directory)!r} holds {found[0]!r}, which no run of this recipe wrote: the "
-                              "recipe's tables would replace it; choose another --output")
-        stale = []
-    return stale
+        return [name for name in tables if (directory / name).is_file()] if owner != recipe.name else []
+    found = [name for name in RECIPE_FILES[1:] if (directory / name).exists()]
+    if found and not any((directory / task.name / RUN_FILE).is_file() for task in tasks):
+        raise ConfigError(f"output {str(directory)!r} holds {found[0]!r}, which no run of this recipe wrote: the "
+                          "recipe's tables would replace it; choose another --output")
+    return []
 
 
-def claim_output(directory: Path, recipe: Recipe, stale: Sequence[str]) -> None:
-    """Name ``recipe`` in ``directory``'s ``recipe.json`` (its runs are there now), removing the
+def read_mark(marker: Path) -> tuple[str, list[str]]:
+    """The recipe a ``recipe.json`` mark names, and the tables it wrote; a one-line
+    :class:`ConfigError` for a file that is not the suite's mark, which nothing replaces.
+
+    The mark is ``{"kind": MARK_KIND, "recipe": name, "tables": [file names]}``; the first
+    marks (2026-11-29) held ``{"recipe": name}`` alone: their tables are those of
+    :data:`RECIPE_FILES` that are there."""
+    why = "it is a symbolic link" if marker.is_symlink() else None if marker.is_file() else "it is not a file"
+    mark: object = None
+    if why is None:
+        try:
+            mark = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            why = "it cannot be read as JSON"
+    if why is None and isinstance(mark, dict) and isinstance(mark.get("recipe"), str):
+        if set(mark) == {"recipe"}:
+            return mark["recipe"], [name for name in RECIPE_FILES[1:] if (marker.parent / name).is_file()]
+        tables = mark.get("tables")
+        if set(mark) == {"kind", "recipe", "tables"} and mark["kind"] == MARK_KIND and isinstance(tables, list) \
+                and all(isinstance(name, str) and name in RECIPE_FILES[1:] for name in tables):
+            return mark["recipe"], list(tables)
+    raise ConfigError(f"output {str(marker.parent)!r} holds {RECIPE_FILES[0]!r}, which advsuite did not write "
+                      f"({why or 'it is not the mark a recipe leaves'}): the recipe's mark would replace it; choose "
+                      "another --output")
+
+
+def claim_output(directory: Path, recipe: Recipe, stale: Sequence[str], tables: Sequence[str] = ()) -> None:
+    """Name ``recipe`` in ``directory``'s ``recipe.json`` (its runs are there now), with the
+    tables it wrote there (``tables``, and those the mark named for it before), removing the
     tables another recipe left (``stale``, from :func:`check_output`): they describe runs this
     recipe's tables do not."""
     from suite.paths import atomic_write_text
 
     for name in stale:
         (directory / name).unlink(missing_ok=True)
-    atomic_write_text(directory / RECIPE_FILES[0], json.dumps({"recipe": recipe.name}) + "\n")
+    marker = directory / RECIPE_FILES[0]
+    owner, before = read_mark(marker) if marker.exists() else (None, [])
+    written = sorted({*tables, *(before if owner == recipe.name else ())} & set(RECIPE_FILES[1:]))
+    atomic_write_text(marker, json.dumps({"kind": MARK_KIND, "recipe": recipe.name, "tables": written}) + "\n")
 
 
 def as_recipe(recipe: RecipeLike) -> Recipe:
