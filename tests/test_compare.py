@@ -374,3 +374,18 @@ def test_an_attack_run_with_other_settings_is_noted_not_shown_as_a_model_differe
     assert "'fgm_linf'" not in out.split("differences in percentage points")[0].split("note:", 1)[-1]
     code, out, err = compare(capsys, tmp_path / "a", tmp_path / "b", "--json")
     assert any("ran with other settings (steps 20 in A, 1 in B)" in note for note in json.loads(out)["notes"])
+
+
+def test_image_models_of_other_input_sizes_on_the_same_examples_are_compared(runs, tmp_path, capsys):
+    """run.json's examples hash is of the inputs as each model took them, resized to its input
+    size: two image models of other sizes on the same digits hashed apart, and compare refused
+    them (the common case: ImageNet models at 224² and 288²). Their results' dataset decides."""
+    from tiny_models import edit_json, save_tiny_timm
+
+    save_tiny_timm(tmp_path / "m24", num_classes=10, input_size=(3, 24, 24))
+    edit_json(tmp_path / "m24" / "config.json", label_names=[str(i) for i in range(10)])
+    small = _evaluate(f"timm:{tmp_path / 'm24'}", 0.15, tmp_path / "small")
+    digests = [json.loads((run / "run.json").read_text())["examples"] for run in (runs["plain"], small)]
+    assert digests[0] != digests[1]
+    code, out, err = compare(capsys, runs["plain"], small)
+    assert code == 0 and not err and "worst case" in out

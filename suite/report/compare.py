@@ -151,11 +151,19 @@ def check_same_examples(names: Sequence[str], runs: Sequence[Results]) -> None:
     the results' dataset (fingerprint, columns, n, the subsample's seed) and, where both runs'
     ``run.json`` are beside them (``names`` are their paths), by the content hash of the evaluated
     examples each recorded (ids, inputs and labels: a fingerprint edited into a results file
-    does not make other examples the same)."""
+    does not make other examples the same).
+
+    That hash is of the inputs as the model took them: texts as they are, but images resized
+    and cropped to the model's input size and preprocessing. So it is compared where that
+    cannot differ: text models, or runs of one model spec. Two image models of other sizes or
+    crops (ImageNet models at 224² and 288²) on the same split hash their examples apart, and
+    are compared by the results' dataset alone."""
     check_count(names)
     first = runs[0].dataset
     digests = [_examples_digest(name) for name in names]
     for name, run, digest in zip(names[1:], runs[1:], digests[1:]):
+        if not _same_inputs(runs[0], run):
+            digest = None
         other = run.dataset
         if not first.fingerprint or not other.fingerprint:
             why = "a dataset fingerprint is unknown"
@@ -174,6 +182,15 @@ def check_same_examples(names: Sequence[str], runs: Sequence[Results]) -> None:
         raise ConfigError(f"{names[0]!r} and {name!r} were not evaluated on the same examples ({why}): dataset "
                           f"fingerprints {first.fingerprint!r} and {other.fingerprint!r}, n={first.n} and "
                           f"n={other.n}; only runs on the same examples are compared")
+
+
+def _same_inputs(first: Results, other: Results) -> bool:
+    """Whether both runs' models took the examples' inputs alike: both text models (a text is
+    not conformed to the model), or one model spec (one input size and preprocessing)."""
+    from suite.models.registry import spec_modality
+
+    texts = all(spec_modality(run.model.spec) == "text" for run in (first, other))
+    return texts or (first.model.spec, first.model.revision) == (other.model.spec, other.model.revision)
 
 
 def _examples_digest(name: str) -> str | None:
