@@ -602,10 +602,16 @@ def test_scores_tied_by_float32_softmax_are_warned_about(tmp_path):
     (warning,) = [w for w in flat.warnings if "tie in float32 softmax" in w]
     correct = round(flat.clean_accuracy * 30)
     assert f"of the {correct} examples the model classifies correctly" in warning
+    assert "so deepwordbug (at the served scale, adversary none)" in warning
     assert flat.attacks["deepwordbug"].robust_accuracy == flat.clean_accuracy  # the overstated number it flags
     steep = _run(tmp_path, "steep", temperature=DOWNCONF, kinds=("none",), n=30)
     assert not any("float32 softmax" in w for w in steep.warnings)
     assert steep.attacks["deepwordbug"].robust_accuracy < steep.clean_accuracy
+    # The cal adversary alone undoes the temperature: its number is not overstated, and the
+    # warning (said of every such run before) is not given.
+    undone = _run(tmp_path, "undone", temperature=1e9, kinds=("cal",), n=30)
+    assert not any("float32 softmax" in w for w in undone.warnings)
+    assert undone.attacks["deepwordbug@cal"].robust_accuracy < undone.clean_accuracy
 
 
 @pytest.mark.parametrize("falling", [True, False])

@@ -61,6 +61,7 @@ def _recipe(**task):
         # two values naming one attack (0.1 and 0.10 are both fgm_linf-0.1) are refused.
         ({**_recipe(), "sweep": {"params": {"eps": [[[0.1] * 10] * 10]}}}, "must be plain words or numbers"),
         ({**_recipe(), "sweep": {"params": {"eps": [0.1, 0.10]}}}, "lists a value twice: 0.1"),
+        ({**_recipe(), "sweep": {"params": {"eps": [1, 1.0]}}}, "lists a value twice: 1.0"),
         # Keys name samples/<key>/: 'clean' is the clean inputs', and case alone is one folder.
         (_recipe(attacks=[{"name": "fgm_linf", "label": "clean"}]), "may not be labelled 'clean'"),
         (_recipe(attacks=[{"name": "fgm_linf", "label": "A"}, {"name": "pgd_linf", "label": "a"}]),
@@ -125,6 +126,8 @@ def test_same_attack_twice_under_labels():
     ("n: 4_0", "n: Input should be a valid integer"),  # 40
     ("seed: 0x10", "seed: Input should be a valid integer"),  # 16
     ("eps: 0:30.5", "eps.0: Input should be a valid number"),  # 30.5
+    ("eps: 010", "eps.0: Input should be a valid number"),  # read as the float 10.0 before
+    ("eps: 010.5", "eps.0: Input should be a valid number"),
 ])
 def test_yaml_11_number_forms_are_not_numbers(tmp_path, written, read):
     """PyYAML reads YAML 1.1, where these were silently other numbers; the recipe loader reads

@@ -103,8 +103,10 @@ def _load_builtin(name: str, config: DatasetConfig, seed: int) -> tuple[RawSplit
 def check_labels(examples: Sequence[Example], model: InputSpec, spec: str) -> None:
     for example in examples:
         if example.label == -1:  # the Hub's mark of a hidden label (GLUE's and SuperGLUE's test splits)
+            hub = spec.startswith("hf:") and not Path(spec[3:]).expanduser().exists()
             raise DataError(f"example {example.id!r} of {spec!r} has label -1, which marks an unlabelled example "
-                            "(as in GLUE's test splits): evaluate a labelled split (--split validation)")
+                            + ("(as in GLUE's test splits): evaluate a labelled split (--split validation)" if hub
+                               else "(the Hub's mark of a hidden label): give every example its label, or drop it"))
         if not 0 <= example.label < model.num_classes:
             raise DataError(
                 f"label {example.label} of example {example.id!r} in {spec!r} is out of range for "

@@ -133,8 +133,11 @@ def radii(eps: float | Sequence[float] | None, flag: str = "eps") -> tuple[float
     """``eps`` as the task's tuple of radii (several run every attack at each, labelled
     ``<attack>-eps<ε>``: each radius is its own threat model, with its own worst case)."""
     values = () if eps is None else (eps,) if isinstance(eps, numbers.Real) else tuple(eps)
-    # numpy's and torch's scalars as Python floats (the task's radii take numbers, not booleans)
-    values = tuple(float(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) else v for v in values)
+    # numpy's and torch's scalars as Python floats (the task's radii take numbers, not booleans);
+    # a narrower float (np.float32(0.03)) as the decimal it shows, 0.03, not 0.029999999329447746:
+    # the same radius in float32 arithmetic, and the same run (label, identity) as --eps 0.03.
+    values = tuple((float(str(v)) if getattr(getattr(v, "dtype", None), "itemsize", 8) < 8 else float(v))
+                   if isinstance(v, numbers.Real) and not isinstance(v, bool) else v for v in values)
     if len(set(values)) != len(values):
         raise ConfigError(f"{flag} lists a radius twice")
     return values

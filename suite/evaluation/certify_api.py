@@ -206,7 +206,7 @@ def _default_dataset(spec: str) -> str:
 
 
 def _budgets(eps: float | Sequence[float]) -> tuple[float, ...]:
-    values = radii(eps if isinstance(eps, (int, float)) else list(eps))
+    values = radii(eps)
     for value in values:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
             raise ConfigError(f"eps: a radius must be a finite number >= 0, got {value!r}")

@@ -198,14 +198,20 @@ def check_score_plateaus(model: Classifier, examples: Sequence[Example]) -> list
 
 
 def check_softmax_ties(model: Classifier, examples: Sequence[Example], clean_logits: torch.Tensor,
-                       attacks: Mapping[str, Attack]) -> list[str]:
+                       attacks: Mapping[str, Attack], kinds: Sequence[str] = ("none",)) -> list[str]:
     """Warn when text attacks cannot see the served model's decisions: TextAttack's goal
     functions score every candidate by the float32 softmax of the served logits, and logits a
     large design temperature shrinks (T = 1e9: about 4e-9 apart) give exactly equal
     probabilities. Its search then skips an example (it reads the tie's first class as the
     prediction) or steers by nothing, and the example counts robust: robust accuracy came out
-    equal to clean accuracy, with no other warning. Read from the clean pass; no extra pass."""
-    if model.modality != "text" or not any(attack.modality == "text" for attack in attacks.values()):
+    equal to clean accuracy, with no other warning. Read from the clean pass; no extra pass.
+
+    Only the searches at the served scale are concerned: those of the ``none`` adversary
+    (``kinds``: the task's adversary kinds), not a transfer attack's (it searches its source).
+    The ``cal`` adversary's fitted temperature undoes the design temperature, and a task that
+    runs only ``cal`` (or ``opt``, ``platt``) gets no warning."""
+    served = [key for key, attack in attacks.items() if attack.modality == "text" and attack.access != "transfer"]
+    if model.modality != "text" or "none" not in kinds or not served:
         return []
     logits = clean_logits.float()
     if logits.dim() != 2 or logits.shape[1] < 2 or len(logits) != len(examples):
@@ -220,8 +226,9 @@ def check_softmax_ties(model: Classifier, examples: Sequence[Example], clean_log
     gap = float((top[:, 0] - top[:, 1])[tied].max())
     return [f"the served scores of {int(tied.sum())} of the {int(decided.sum())} examples the model classifies "
             f"correctly tie in float32 softmax (their top two logits differ by at most {gap:.2g}): TextAttack's "
-            "searches score texts by those probabilities, so they skip these examples or cannot steer, and count them "
-            "robust; robust accuracy is overstated (the cal adversary undoes a design temperature)"]
+            f"searches score texts by those probabilities, so {', '.join(served)} (at the served scale, adversary "
+            "none) skip these examples or cannot steer, and count them robust; their robust accuracy is overstated "
+            "(the cal adversary undoes a design temperature)"]
 
 
 def check_ensemble_attacks(model: Classifier, attacks: Mapping[str, Attack]) -> list[str]:
@@ -351,7 +358,7 @@ def run_checks(prepared: PreparedTask, clean_logits: torch.Tensor, robust_accura
         *check_probabilities(clean_logits[:CHECK_EXAMPLES]),
         *([] if noisy or is_ensemble(model) else check_grad_mode(model, prepared.eval_set.examples)),
         *([] if noisy else check_score_plateaus(model, correct)),
-        *check_softmax_ties(model, prepared.eval_set.examples, clean_logits, attacks),
+        *check_softmax_ties(model, prepared.eval_set.examples, clean_logits, attacks, prepared.adversary.kinds),
         *check_ensemble_attacks(model, attacks),
         *([] if isinstance(model, Randomized) or is_ensemble(model)
           else check_batch_dependence(model, prepared.eval_set.examples)),

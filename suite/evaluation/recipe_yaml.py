@@ -32,7 +32,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 # Numbers and booleans as YAML 1.2 reads them, not as PyYAML (YAML 1.1) does: ``010`` was 8, ``1:30``
-# 90, ``0x10`` 16, ``4_0`` 40, ``yes``/``off`` booleans; ``1e-2`` a string. Other forms stay strings.
+# 90, ``0x10`` 16, ``4_0`` 40, ``yes``/``off`` booleans; ``1e-2`` a string. Other forms stay strings,
+# leading zeros too (``010``, ``010.5``: octal to some readers, decimal to others), so a number field refuses them.
 _INT, _FLOAT, _BOOL = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"
 _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_INT, _FLOAT, _BOOL)]
@@ -40,7 +41,7 @@ _UniqueKeyLoader.yaml_implicit_resolvers = {
 _UniqueKeyLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 _UniqueKeyLoader.add_implicit_resolver(_INT, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
 _UniqueKeyLoader.add_implicit_resolver(_FLOAT, re.compile(
-    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    r"^(?:[-+]?(?:\.[0-9]+|(?:0|[1-9][0-9]*)(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
     list("-+0123456789."))
 
 

@@ -20,6 +20,16 @@ def refuse_repeats(names: list[str], problem: str) -> None:
         raise ValueError(f"{problem}: {', '.join(repeated)}")
 
 
+def _as_compared(value: Any) -> str:
+    """A sweep value as repeats are found: a number by its float value (1 and 1.0 are one)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return str(float(value))
+        except OverflowError:  # an integer past float's range is itself
+            pass
+    return str(value)
+
+
 def temperature_name(temperature: float) -> str:
     """``T0.005``, ``T2e06``: a task-name suffix (no ``+``)."""
     return "T" + f"{temperature:g}".replace("+", "")
@@ -112,8 +122,9 @@ class Sweep(BaseModel):
             if any(not isinstance(value, (str, int, float)) or not re.fullmatch(r"[A-Za-z0-9_.-]+", str(value))
                    for value in values):
                 raise ValueError(f"sweep values of {key!r} must be plain words or numbers")
-            # Each value names its attack (``fgm_linf-0.1``): 0.1 and 0.10 were one attack, counted as two.
-            refuse_repeats([str(value) for value in values], f"sweep parameter {key!r} lists a value twice")
+            # Each value names its attack (``fgm_linf-0.1``): 0.1 and 0.10 were one attack, counted as two,
+            # and so were 1 and 1.0 (named apart): numbers are compared as numbers.
+            refuse_repeats([_as_compared(value) for value in values], f"sweep parameter {key!r} lists a value twice")
         return params
 
     @model_validator(mode="after")
