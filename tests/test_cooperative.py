@@ -521,7 +521,7 @@ def test_words_changed_counts_a_split_or_deleted_word_once():
     split = words[:1] + ["ba", "nd"] + words[2:]  # TextBugger's space: every later word shifted
     assert words_changed(words, split) == 1
     assert words_changed(words, words[:3] + words[5:]) == 2  # two words deleted (input reduction)
-    assert words_changed(words, []) == 0
+    assert words_changed(words, []) == len(words) and words_changed([], []) == 0
 
 
 def test_textbugger_and_input_reduction_perturbations_count_words_changed(sentiment_model, examples):

@@ -223,3 +223,24 @@ def test_apgd_rec_stops_a_row_only_where_float32_agrees():
         queries[precision] = output.queries
         assert float(model.correctness(output.adversarial[None], torch.tensor([1]))[0]) == 1.0
     assert queries["bf16"] == queries["fp32"] > 2
+
+
+@pytest.mark.parametrize("name", ["wda", "wda_pp"])
+def test_wda_flips_only_where_float32_agrees(name):
+    """WDA stopped a point, and WDA++ recorded a flip (and bisected to it), where only the bf16
+    logits tied: a flip float32 scoring does not see, so WDA searched no further and WDA++
+    spent its transport budget on a point that stays correct. Under bf16 both now search as
+    in float32 on the near tie."""
+    from suite.attacks import build_attack
+    from suite.data.base import Example
+
+    model = from_module(NearTie(), input_size=(1, 2, 2), labels=["0", "1"], device="cpu")
+    example = Example("x", torch.tensor([[[1.0, 0.0], [0.0, 0.0]]]), 0)
+    outputs = {}
+    for precision in ("fp32", "bf16"):
+        attack = build_attack(name, {"norm": "linf", "eps": 0.01, "precision": precision})
+        (outputs[precision],) = attack.run(model, [example], seed=0)
+    assert outputs["bf16"].queries == outputs["fp32"].queries > 3
+    assert bool(model.logits(outputs["bf16"].adversarial[None]).argmax(dim=1) == 0)
+    if name == "wda_pp":
+        assert outputs["bf16"].extras["distance"] is None and outputs["fp32"].extras["distance"] is None

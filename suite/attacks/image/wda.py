@@ -121,7 +121,24 @@ class _Distributional(NormChoiceAttack):
         margin = scored.gather(1, targets.view(-1, 1)).squeeze(1) - scored.gather(1, labels.view(-1, 1)).squeeze(1)
         best = margin.view(n, count).argmax(dim=1)
         chosen = torch.arange(n, device=points.device) * count + best
-        return candidates[chosen], rivals[torch.arange(n, device=points.device), best], scored[chosen]
+        logits = scored[chosen]
+        if self.precision != "fp32":
+            logits = float32_flips(model, candidates[chosen], y, logits)
+        return candidates[chosen], rivals[torch.arange(n, device=points.device), best], logits
+
+
+def float32_flips(model, points: torch.Tensor, y: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """``logits`` of ``points`` from a low-precision pass, with the rows it calls misclassified
+    computed again in float32 (no gradient): a point stops (WDA) or counts as flipped (WDA++)
+    only where float32 agrees, as scoring decides (the shared search's ``loop._confirmed``).
+    Not counted as queries, as there."""
+    rows = (decide(logits, y) != y).nonzero().squeeze(1)
+    if len(rows) == 0:
+        return logits
+    logits = logits.clone()
+    with torch.no_grad():
+        logits[rows] = model.logits(points[rows].detach()).float()
+    return logits
 
 
 def _other_classes(logits: torch.Tensor, y: torch.Tensor, k: int | None) -> torch.Tensor:
@@ -143,7 +160,8 @@ class WDA(_Distributional):
     """
 
     #: 2: the rival is probed separately (``probing: separate``), as the official code does.
-    version: ClassVar[int] = 2
+    #: 3: in low precision, a point stops only where float32 logits misclassify it too.
+    version: ClassVar[int] = 3
     kappa: float = Field(1.0, ge=1, allow_inf_nan=False)
     probe: int = Field(10, ge=0)
     #: ``separate``: each rival gets its own ``probe`` steps from X_i (of 2·radius/probe under

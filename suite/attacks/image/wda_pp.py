@@ -8,7 +8,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from pydantic import AliasChoices, Field, field_validator
@@ -16,7 +16,6 @@ from pydantic_core import PydanticCustomError
 
 from suite.attacks.base import AttackOutput, Threat, register_attack
 from suite.attacks.image.driver import image_outputs
-from suite.attacks.image.loop import autocast
 from suite.attacks.image.search import EVALUATION, SearchMode
 from suite.attacks.image.wda import _check_budget, _Distributional, _other_classes
 from suite.data.base import Example
@@ -36,6 +35,9 @@ class WDAPlusPlus(_Distributional):
     (``moved_mass``: misclassified points, which get 1/κ_i = 1 but stay put, are not in it).
     """
 
+    #: 2: in low precision, a point flips only where float32 logits misclassify it too, and the
+    #: bisection runs in float32 (its end is the flip the distance is of).
+    version: ClassVar[int] = 2
     # The paper's names (topK, srchiter) are accepted too. "auto": App. E's choice by the number
     # of classes (5 for CIFAR-10, 10 for CIFAR-100, 20 for ImageNet); null: every other class.
     top_k: int | Literal["auto"] | None = Field("auto", validation_alias=AliasChoices("top_k", "topK"))
@@ -117,7 +119,7 @@ class WDAPlusPlus(_Distributional):
             delta = after[searched] - before[searched]
             for _ in range(self.search_steps):
                 middle = (low + high) / 2
-                with torch.no_grad(), autocast(model.device, self.precision):
+                with torch.no_grad():  # float32 whatever the precision: it decides the recorded flip
                     logits = model.logits(before[searched] + middle.view(-1, 1, 1, 1) * delta).float()
                 queries[searched] += 1
                 crossed = decide(logits, y[searched]) != y[searched]

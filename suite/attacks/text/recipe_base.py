@@ -171,9 +171,7 @@ def words_changed(original: Sequence[str], adversarial: Sequence[str]) -> int:
     the longest matching runs of the two sequences (``difflib``), so that a word split in two
     (TextBugger's space) or deleted (input reduction, CheckList's contractions) counts once,
     where position by position every word after it counted as changed (0.889 of a 9-word text
-    for 2 edited words)."""
-    if not adversarial:
-        return 0
+    for 2 edited words). A text with every word deleted changed them all (it had counted 0)."""
     if len(original) == len(adversarial):
         return sum(a != b for a, b in zip(original, adversarial))
     matcher = difflib.SequenceMatcher(None, list(original), list(adversarial), autojunk=False)

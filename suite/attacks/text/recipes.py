@@ -221,8 +221,9 @@ class InputReduction(TextAttackRecipe):
     attack's is over the examples it broke). Needs only the NLTK stopwords.
     """
 
-    # 5: ``perturbation`` counts a word split in two or removed once (recipe_base.words_changed).
-    version: ClassVar[int] = 5
+    # 5: ``perturbation`` counts a word split in two or removed once (recipe_base.words_changed);
+    # 6: a text left with no word counts every word removed (it had counted none).
+    version: ClassVar[int] = 6
     perturbation_over: ClassVar[str] = "attacked"
 
     def build(self, wrapper: Any) -> Any:
