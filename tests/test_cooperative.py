@@ -419,8 +419,9 @@ def test_remembered_word_splits_are_textattacks_own(sentiment_model, examples):
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_pooled_rows_pad_as_the_tokenizer_pads(sentiment_model, examples, side, monkeypatch):
     """text_rows tokenises each text once and pads the pass itself: the tensors are exactly the
-    tokenizer's own ``padding="max_length"`` output (either padding side), and the logits those
-    of the model on them."""
+    tokenizer's own ``padding="max_length"`` output on the right, whichever side the tokenizer
+    pads (on the left a text's tokens leave the positions it has alone), and the logits those of
+    the model on them."""
     tokenizer = sentiment_model.tokenizer
     monkeypatch.setattr(tokenizer, "padding_side", side)
     texts = [ex.input for ex in examples[:6]] + ["ok", "a b c d e f g h i j k l m n o p q r s t u v w x y z"]
@@ -429,7 +430,7 @@ def test_pooled_rows_pad_as_the_tokenizer_pads(sentiment_model, examples, side, 
     length = max(len(encoded["input_ids"][i]) for i in members) + 5
     ours = sentiment_model._padded(encoded, members, length)
     theirs = tokenizer([texts[i] for i in members], padding="max_length", truncation=True, max_length=length,
-                       return_tensors="pt")
+                       padding_side="right", return_tensors="pt")
     assert set(ours) == set(theirs) and all(torch.equal(ours[key], theirs[key]) for key in theirs)
     assert (ours["attention_mask"] == 0).any()
     rows = sentiment_model.text_rows(texts)
@@ -438,7 +439,7 @@ def test_pooled_rows_pad_as_the_tokenizer_pads(sentiment_model, examples, side, 
             step = hf_text.CPU_LENGTH_STEP
             padded = -(-len(encoded["input_ids"][i]) // step) * step
             alone = tokenizer([text] * hf_text.CPU_ROW_STEP, padding="max_length", max_length=padded,
-                              return_tensors="pt")
+                              padding_side="right", return_tensors="pt")
             assert torch.equal(rows[i], sentiment_model.module(**alone).logits[0].float())
 
 

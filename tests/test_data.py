@@ -280,3 +280,27 @@ def test_texts_past_the_model_s_tokens_are_said(tmp_path):
     path.write_text(json.dumps({"text": "great " * 60, "label": 1}) + "\n")  # 62 tokens with [CLS] and [SEP]
     short = suite.evaluate("builtin:sentiment-tiny", f"hf:{path}", attacks=["pruthi"], adversary="none")
     assert not any("run past" in warning for warning in short.warnings), short.warnings
+
+
+def test_builtin_datasets_name_their_classes_as_hub_class_labels_do():
+    """The built-in datasets were taken by index whatever the model's labels: a model whose
+    id2label reads (positive, negative) scored 25 % clean for 67 %, and a 3-class (neg, neu, pos)
+    model took every positive sentence for neutral. Their class names now map as a Hub dataset's
+    ClassLabel names do."""
+    from suite.data.base import InputSpec
+
+    config = DatasetConfig(spec="builtin:sentiment", split="test", n=30)
+    plain = load_eval_set(config, InputSpec("text", ("negative", "positive")), 0)
+    swapped = load_eval_set(config, InputSpec("text", ("POSITIVE", "NEGATIVE")), 0)
+    generic = load_eval_set(config, InputSpec("text", ("LABEL_0", "LABEL_1")), 0)
+    labels = [example.label for example in plain.examples]
+    assert 0 < sum(labels) < len(labels)
+    assert [example.label for example in swapped.examples] == [1 - label for label in labels]
+    assert [example.label for example in generic.examples] == labels
+    with pytest.raises(DataError, match="are neither the model's labels \\(neg, neu, pos\\).*evaluate a model over "
+                                        "these classes"):
+        load_eval_set(config, InputSpec("text", ("neg", "neu", "pos")), 0)
+    digits = DatasetConfig(spec="builtin:digits", n=20)
+    indexed = load_eval_set(digits, InputSpec("image", tuple(f"c{i}" for i in range(10)), (3, 32, 32)), 0)
+    reversed_names = load_eval_set(digits, InputSpec("image", tuple(str(i) for i in range(9, -1, -1)), (3, 32, 32)), 0)
+    assert [example.label for example in reversed_names.examples] == [9 - example.label for example in indexed.examples]

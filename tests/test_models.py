@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -649,3 +651,74 @@ def test_weights_changed_in_place_are_seen_by_the_hash_and_the_float64_copy(digi
     after = model.float64_logits(x)
     assert not torch.allclose(after, logits)
     torch.testing.assert_close(after.float(), model.logits(x), atol=1e-4, rtol=1e-4)
+
+
+def _alone(directory: Path, texts: list[str]) -> torch.Tensor:
+    """The model's own logits of each text on its own (no padding), as transformers computes them."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    module = AutoModelForSequenceClassification.from_pretrained(directory).eval()
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    with torch.no_grad():
+        return torch.cat([module(**tokenizer([text], truncation=True, max_length=tokenizer.model_max_length,
+                                             return_tensors="pt")).logits for text in texts])
+
+
+TEXTS = ["good", "a very long plot", "bad movie", "a very very long bad movie plot good"]
+
+
+def test_left_padding_tokenizers_are_padded_on_the_right(tmp_path):
+    """A tokenizer saved with padding_side left moved each text's first token off position 0,
+    where an encoder's head reads it: a DistilBERT so saved was scored up to 2.1 logits away from
+    its own single-text logits. The suite pads on the right whatever the tokenizer says."""
+    directory = save_tiny_bert(tmp_path / "m")
+    edit_json(directory / "tokenizer_config.json", padding_side="left")
+    model = load_model(f"hf:{directory}")
+    assert model.tokenizer.padding_side == "left"
+    alone = _alone(directory, TEXTS)
+    assert torch.allclose(model.text_rows(TEXTS), alone, atol=1e-5)
+    assert torch.allclose(model.logits(TEXTS), alone, atol=1e-5)
+
+
+def test_roberta_style_positions_truncate_two_tokens_early(tmp_path):
+    """RoBERTa, XLM-R and MPNet number positions from the padding index + 1, so they read
+    max_position_embeddings − pad − 1 tokens. The suite truncated at max_position_embeddings
+    where the tokenizer gave no smaller limit (common: model_max_length unset), and a long text
+    was an IndexError traceback; a max_length past that limit is one line."""
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    from tiny_models import WORDS, tiny_tokenizer
+
+    torch.manual_seed(0)
+    config = RobertaConfig(vocab_size=len(WORDS), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=16, max_position_embeddings=10, pad_token_id=0, bos_token_id=2,
+                           eos_token_id=3, num_labels=2, type_vocab_size=1)
+    RobertaForSequenceClassification(config).save_pretrained(tmp_path / "r")
+    tokenizer = tiny_tokenizer()
+    tokenizer.model_max_length = int(1e30)  # no limit of its own, as many community checkpoints
+    tokenizer.save_pretrained(tmp_path / "r")
+    model = load_model(f"hf:{tmp_path / 'r'}")
+    assert model.max_length == 10 - 0 - 1
+    long = "a very very long bad movie plot good good bad a very long plot"
+    rows = model.text_rows([long, "good"])  # an IndexError before
+    assert rows.shape == (2, 2) and torch.isfinite(rows).all()
+    with pytest.raises(ConfigError, match="max_length 10 is more tokens than .* can read \\(9: its position"):
+        load_model(ModelConfig(spec=f"hf:{tmp_path / 'r'}", max_length=10))
+
+
+def test_a_pad_token_the_config_does_not_know_is_told_to_the_model(tmp_path):
+    """A GPT-2-style classifier saved with a tokenizer pad token but no pad_token_id in its
+    config: transformers could not pool a batch ("Cannot handle batch sizes > 1"), a traceback."""
+    from transformers import GPT2Config, GPT2ForSequenceClassification
+
+    from tiny_models import WORDS, tiny_tokenizer
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(WORDS), n_embd=8, n_layer=1, n_head=2, n_positions=16, num_labels=2)
+    assert config.pad_token_id is None
+    GPT2ForSequenceClassification(config).save_pretrained(tmp_path / "g")
+    tiny_tokenizer().save_pretrained(tmp_path / "g")
+    model = load_model(f"hf:{tmp_path / 'g'}")
+    alone = torch.stack([model.module(**model.tokenize([text])).logits[0].detach() for text in TEXTS])
+    assert torch.allclose(model.text_rows(TEXTS), alone, atol=1e-5)
+    assert torch.allclose(model.logits(TEXTS), alone, atol=1e-5)

@@ -53,6 +53,10 @@ class HFTextClassifier(TorchClassifier):
         super().__init__(model, device)
         self.tokenizer = tokenizer
         self.info = info
+        readable = _position_limit(model)
+        if max_length is not None and readable is not None and max_length > readable:
+            raise ConfigError(f"max_length {max_length} is more tokens than {info.name!r} can read ({readable}: its "
+                              "position embeddings): give at most that")
         self.max_length = max_length or _default_max_length(model, tokenizer)
         num_labels = model.config.num_labels
         id2label = getattr(model.config, "id2label", None) or {}
@@ -69,9 +73,8 @@ class HFTextClassifier(TorchClassifier):
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         """Tokenise with dynamic padding and truncation, on the model's device."""
         with self.serial:
-            encoded = self.tokenizer(
-                list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
-            )
+            encoded = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+                                     padding_side="right", return_tensors="pt")
         return {key: value.to(self.device) for key, value in encoded.items()}
 
     def embedding_logits(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -136,7 +139,7 @@ class HFTextClassifier(TorchClassifier):
                 inputs = self._padded(encoded, filled, length)
                 if inputs is None:  # a tokenizer this cannot pad: let it pad its own output
                     inputs = self.tokenizer([texts[i] for i in filled], padding="max_length", truncation=True,
-                                            max_length=length, return_tensors="pt")
+                                            max_length=length, padding_side="right", return_tensors="pt")
                 inputs = {key: value.to(self.device) for key, value in inputs.items()}
                 rows[members] = self.module(**inputs).logits[: len(members)].float().cpu()
         return rows
@@ -144,19 +147,22 @@ class HFTextClassifier(TorchClassifier):
     def _padded(self, encoded, members: list[int], length: int) -> dict[str, torch.Tensor] | None:
         """The tokenizer's own ``padding="max_length"`` output for these rows of ``encoded`` (one
         unpadded encoding of every text), built without tokenising again; ``None`` when the
-        encoding holds a field whose padding value this does not know."""
+        encoding holds a field whose padding value this does not know.
+
+        Always on the right, whatever the tokenizer's ``padding_side``: a text padded on the left
+        moves its first token off position 0, where an encoder's head reads it, and every token
+        off the positions it has alone (a DistilBERT saved with left padding scored its texts up
+        to 2.1 logits away from the model's own)."""
         tokenizer = self.tokenizer
         values = {"input_ids": tokenizer.pad_token_id, "attention_mask": 0,
                   "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
         if values["input_ids"] is None or any(key not in values for key in encoded.keys()):
             return None
-        left = getattr(tokenizer, "padding_side", "right") == "left"
         padded = {}
         for key in encoded.keys():
             column = encoded[key]
             rows = [[values[key]] * (length - len(column[i])) for i in members]
-            padded[key] = torch.tensor([pad + column[i] if left else column[i] + pad
-                                        for i, pad in zip(members, rows)], dtype=torch.long)
+            padded[key] = torch.tensor([column[i] + pad for i, pad in zip(members, rows)], dtype=torch.long)
         return padded
 
     def _forward(self, batch: Sequence[str]) -> torch.Tensor:
@@ -166,8 +172,24 @@ class HFTextClassifier(TorchClassifier):
             return self.module(**self.tokenize(batch)).logits
 
 
+def _position_limit(model) -> int | None:
+    """The most tokens the model's position embeddings number, where it has them.
+
+    Learned absolute positions count from 0 (BERT), except where they count from the padding
+    index + 1 (RoBERTa, XLM-R, MPNet, CamemBERT...: transformers' ``create_position_ids_from_input_ids``,
+    whose position embedding has a ``padding_idx``): those read ``max_position_embeddings`` − 2
+    tokens (514 → 512), and a longer text was an ``IndexError``. ``None``: no such limit known."""
+    embeddings = getattr(getattr(model, "base_model", None), "embeddings", None)
+    positions = getattr(embeddings, "position_embeddings", None)
+    if isinstance(positions, torch.nn.Embedding):
+        offset = 0 if positions.padding_idx is None else positions.padding_idx + 1
+        return positions.num_embeddings - offset
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return limit if isinstance(limit, int) and limit > 0 else None
+
+
 def _default_max_length(model, tokenizer) -> int:
-    limits = [getattr(tokenizer, "model_max_length", None), getattr(model.config, "max_position_embeddings", None)]
+    limits = [getattr(tokenizer, "model_max_length", None), _position_limit(model)]
     # Tokenizers without a limit report a huge sentinel (int(1e30)); ignore it.
     usable = [int(limit) for limit in limits if isinstance(limit, int) and 0 < limit < 1_000_000]
     return min(usable) if usable else 512
@@ -354,6 +376,10 @@ def prepare_tokenizer(model, tokenizer) -> None:
         # Decoder-style classifiers (GPT-2...) ship without a pad token; batching needs one.
         # The model pools the last non-pad token, so it must know which id that is.
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        model.config.pad_token_id = tokenizer.pad_token_id
+    elif getattr(model.config, "pad_token_id", None) is None:
+        # A tokenizer saved with a pad token beside a config without one (a GPT-2 given
+        # pad_token = eos before saving): transformers refuses to pool a batch, a traceback.
         model.config.pad_token_id = tokenizer.pad_token_id
 
 
