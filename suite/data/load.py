@@ -284,7 +284,7 @@ def _class_label_map(names: Sequence[str], model: InputSpec, dataset: str, renam
             f"the model's labels ({', '.join(model.labels[:10])}) nor a class index 0-{model.num_classes - 1}: "
             + ("rename it" if renamable else fixed)
         )
-    if not all(_GENERIC_LABEL.fullmatch(label) for label in model.labels):
+    if not all(GENERIC_LABEL.fullmatch(label) for label in model.labels):
         # The model names its classes and the data names them otherwise: the data's order (the
         # folders' alphabetical one) would be a guess, and scored digits named zero ... nine as
         # eight, five, four ... (8 % clean accuracy for 100 %).
@@ -300,7 +300,7 @@ def _class_label_map(names: Sequence[str], model: InputSpec, dataset: str, renam
 
 #: Labels that name no class (transformers' default ``LABEL_0``...): a model that has only these
 #: takes the data's classes in the data's own order.
-_GENERIC_LABEL = re.compile(r"LABEL_\d+")
+GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
 def _is_index(name: str) -> bool:

@@ -21,8 +21,9 @@ from suite.errors import ConfigError
 from suite.models.base import Classifier
 from suite.models.registry import BUILTIN_MODELS, spec_modality
 
-#: Labels that name no class (transformers' default ``LABEL_0``...).
-_GENERIC_LABEL = re.compile(r"LABEL_\d+")
+#: Labels that name no class (transformers' default ``LABEL_0``...): ``suite.data.load``'s rule,
+#: not imported from there since that module loads torch, which ``advsuite validate`` must not.
+GENERIC_LABEL = re.compile(r"LABEL_\d+")
 
 
 @register_attack("transfer")
@@ -76,7 +77,7 @@ class Transfer(Attack):
             raise ConfigError(f"transfer source {self.source!r} takes {source.modality}: the texts are crafted on a "
                               "text model")
         ours, theirs = list(model.labels), list(source.labels)
-        named = not any(all(_GENERIC_LABEL.fullmatch(label) for label in labels) for labels in (ours, theirs))
+        named = not any(all(GENERIC_LABEL.fullmatch(label) for label in labels) for labels in (ours, theirs))
         if len(ours) != len(theirs) or (named and [x.lower() for x in ours] != [x.lower() for x in theirs]):
             raise ConfigError(f"transfer source {self.source!r} has the classes ({', '.join(theirs[:10])}) and "
                               f"{model.info.name!r} the classes ({', '.join(ours[:10])}): texts crafted against one "
