@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from suite.data.config import DatasetConfig
 from suite.evaluation.recipe_yaml import read_recipe_yaml
 from suite.evaluation.seeds import names_seed
-from suite.evaluation.sweep import Sweep, refuse_repeats as _refuse_repeats, temperature_copies
+from suite.evaluation.sweep import Number, Sweep, refuse_repeats as _refuse_repeats, temperature_copies
 from suite.errors import ConfigError
 from suite.models.config import ModelConfig
 from suite.threat import MAX_RADIUS
@@ -38,9 +38,6 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 #: What a recipe writes beside its tasks' directories (suite.evaluation.recipe_run): no task is named so.
 RECIPE_FILES = ("recipe.json", "adversary_table.csv", "ior_tables.md", "ior_tables.csv", "confidence_sweep.png",
                 "study.csv", "study.png", "alpha_sweep.csv", "alpha_sweep.png")
-#: A number written as one: ``true`` (1.0) and ``'2'`` (2.0) are refused, as ``n`` and ``seed``
-#: refuse them (task ``eps: true`` had run at ε = 1, ``threshold: true`` flagged no illusion).
-Number = Annotated[float, Field(strict=True)]
 #: Task names and attack labels become directory and file names: keep them well under 255 bytes.
 NAME_LENGTH = 100
 #: Attacks run when a task names none.

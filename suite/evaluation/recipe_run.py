@@ -89,9 +89,10 @@ def run_recipe(
                          command=command or "suite.run_recipe(...)")
     results = run_tasks(tasks, options, skip_unavailable=True)
     if results and directory is not None:
-        claim_output(directory, loaded, stale)
+        for name in stale:  # another recipe's tables (check_output): they describe runs these do not
+            (directory / name).unlink(missing_ok=True)
         tables = write_recipe_tables(loaded, results, directory)
-        claim_output(directory, loaded, (), [path.name for files in tables.values() for path in files])
+        claim_output(directory, loaded, [path.name for files in tables.values() for path in files])
         for name, files in tables.items():
             logger.info("%s: %s", name, ", ".join(str(path) for path in files))
     return results
@@ -155,15 +156,11 @@ def read_mark(marker: Path) -> tuple[str, list[str]]:
                       "another --output")
 
 
-def claim_output(directory: Path, recipe: Recipe, stale: Sequence[str], tables: Sequence[str] = ()) -> None:
+def claim_output(directory: Path, recipe: Recipe, tables: Sequence[str]) -> None:
     """Name ``recipe`` in ``directory``'s ``recipe.json`` (its runs are there now), with the
-    tables it wrote there (``tables``, and those the mark named for it before), removing the
-    tables another recipe left (``stale``, from :func:`check_output`): they describe runs this
-    recipe's tables do not."""
+    tables it wrote there (``tables``, and those the mark named for it before)."""
     from suite.paths import atomic_write_text
 
-    for name in stale:
-        (directory / name).unlink(missing_ok=True)
     marker = directory / RECIPE_FILES[0]
     owner, before = read_mark(marker) if marker.exists() else (None, [])
     written = sorted({*tables, *(before if owner == recipe.name else ())} & set(RECIPE_FILES[1:]))

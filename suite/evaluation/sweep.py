@@ -14,6 +14,11 @@ from suite.evaluation.seeds import with_seed
 from suite.models.config import ModelConfig
 
 
+#: A number written as one: ``true`` (1.0) and ``'2'`` (2.0) are refused, as ``n`` and ``seed``
+#: refuse them (task ``eps: true`` had run at ε = 1, ``threshold: true`` flagged no illusion).
+Number = Annotated[float, Field(strict=True)]
+
+
 def refuse_repeats(names: list[str], problem: str) -> None:
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
@@ -72,7 +77,7 @@ class Sweep(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    alphas: tuple[Annotated[float, Field(strict=True)], ...] = ()
+    alphas: tuple[Number, ...] = ()
     batch_size: tuple[Annotated[int, Field(strict=True)], ...] = ()
     seeds: tuple[Annotated[int, Field(strict=True)], ...] = ()
     params: dict[str, tuple[Any, ...]] = Field(default_factory=dict)
